@@ -1,0 +1,23 @@
+// Package middleware composes named http.RoundTripper layers into a stack.
+//
+// A [Layer] is a name plus a function that wraps the next RoundTripper. A
+// [Stack] is an ordered list of layers, outermost first, that can be printed,
+// reordered, trimmed and extended by name, so an experiment such as "what if
+// cookies sit inside retry?" is one call:
+//
+//	s, err := stack.Swap("cookies", "retry")
+//
+// [Stack.Then] builds the RoundTripper that runs the layers in order over a
+// base transport. The result plugs into any *http.Client, or into any SDK that
+// accepts one.
+//
+// Every layer obeys the RoundTripper contract: it never modifies the caller's
+// request (it clones it), never returns a response together with a non-nil
+// error, closes the request body on every path, and forwards
+// CloseIdleConnections to the transport.
+//
+// The stock layers are small: [ErrorForStatus] turns a final status >= 400
+// into a [*StatusError] (the fix for the "Ok(503)" trap), [Header] and
+// [HeaderFunc] set headers, and [Timeout] bounds each attempt, including the
+// read of its body.
+package middleware

@@ -1,0 +1,184 @@
+package middleware
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// DefaultStatusBodyLimit is how much of an error response's body
+// [ErrorForStatus] keeps when no limit is given.
+const DefaultStatusBodyLimit = 4 << 10
+
+// ErrorForStatus returns the layer "error-for-status": a response with status
+// 400 or more is replaced by a [*StatusError] carrying the status, the headers
+// and at most limit bytes of the body (limit <= 0 means
+// [DefaultStatusBodyLimit]); the body is then closed.
+//
+// Placed outermost it sees only the final response, which is the fix for the
+// "Ok(503)" trap: a retry layer that gives up hands back its last response,
+// and without this layer a caller that checks only err takes it for success.
+func ErrorForStatus(limit int64) Layer {
+	if limit <= 0 {
+		limit = DefaultStatusBodyLimit
+	}
+	return Layer{Name: "error-for-status", Wrap: func(next http.RoundTripper) http.RoundTripper {
+		return &errorForStatus{next: next, limit: limit}
+	}}
+}
+
+type errorForStatus struct {
+	next  http.RoundTripper
+	limit int64
+}
+
+func (e *errorForStatus) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := e.next.RoundTrip(req)
+	if err != nil || resp.StatusCode < 400 {
+		return resp, err
+	}
+	body, readErr := io.ReadAll(io.LimitReader(resp.Body, e.limit+1))
+	resp.Body.Close()
+	truncated := readErr != nil || int64(len(body)) > e.limit
+	if int64(len(body)) > e.limit {
+		body = body[:e.limit]
+	}
+	return nil, &StatusError{
+		StatusCode: resp.StatusCode,
+		Status:     resp.Status,
+		Header:     resp.Header,
+		Body:       body,
+		Truncated:  truncated,
+	}
+}
+
+func (e *errorForStatus) CloseIdleConnections() { closeIdle(e.next) }
+
+// Header returns the layer "header", which sets each header of h on every
+// request that passes through it, replacing values the request had. The
+// caller's request is not modified; h must not be modified afterwards.
+func Header(h http.Header) Layer {
+	h = h.Clone()
+	return HeaderFunc(func(*http.Request) (http.Header, error) { return h, nil })
+}
+
+// HeaderFunc returns the layer "header", which calls fn for every request
+// that passes through it and sets the headers fn returns. Inside a retry
+// layer that is once per attempt, so a token or a timestamp can change
+// between attempts. An error from fn fails that request, wrapped.
+// fn must be safe for concurrent use.
+func HeaderFunc(fn func(*http.Request) (http.Header, error)) Layer {
+	return Layer{Name: "header", Wrap: func(next http.RoundTripper) http.RoundTripper {
+		return &header{next: next, fn: fn}
+	}}
+}
+
+type header struct {
+	next http.RoundTripper
+	fn   func(*http.Request) (http.Header, error)
+}
+
+func (h *header) RoundTrip(req *http.Request) (*http.Response, error) {
+	add, err := h.fn(req)
+	if err != nil {
+		closeBody(req)
+		return nil, fmt.Errorf("middleware: header: %w", err)
+	}
+	if len(add) == 0 {
+		return h.next.RoundTrip(req)
+	}
+	// A shallow copy with its own header map is enough: nothing else changes.
+	r := *req
+	r.Header = req.Header.Clone()
+	if r.Header == nil {
+		r.Header = make(http.Header, len(add))
+	}
+	for k, v := range add {
+		r.Header[k] = append([]string(nil), v...)
+	}
+	return h.next.RoundTrip(&r)
+}
+
+func (h *header) CloseIdleConnections() { closeIdle(h.next) }
+
+// Timeout returns the layer "timeout", which bounds each request that passes
+// through it by d, from the moment it enters the layer until its response
+// body is read to the end or closed, as seed 004's attempt deadline does.
+// Inside a retry layer that is a per-attempt timeout. A request that runs
+// out of time fails, or its body read fails, with a [*TimeoutError]; the
+// caller's own deadline and cancellation pass through unchanged. d <= 0
+// disables the limit, as for [http.Client.Timeout].
+func Timeout(d time.Duration) Layer {
+	return Layer{Name: "timeout", Wrap: func(next http.RoundTripper) http.RoundTripper {
+		if d <= 0 {
+			return next
+		}
+		return &timeout{next: next, limit: d}
+	}}
+}
+
+type timeout struct {
+	next  http.RoundTripper
+	limit time.Duration
+}
+
+func (t *timeout) RoundTrip(req *http.Request) (*http.Response, error) {
+	parent := req.Context()
+	ctx, cancel := context.WithTimeout(parent, t.limit)
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		err = t.classify(ctx, parent, err)
+		cancel()
+		return nil, err
+	}
+	if resp.Body == nil {
+		cancel()
+		return resp, nil
+	}
+	resp.Body = &timeoutBody{rc: resp.Body, t: t, ctx: ctx, parent: parent, cancel: cancel}
+	return resp, nil
+}
+
+// classify names err a TimeoutError when this layer's deadline, not the
+// caller's context, ended the attempt.
+func (t *timeout) classify(ctx, parent context.Context, err error) error {
+	if ctx.Err() == context.DeadlineExceeded && parent.Err() == nil {
+		return &TimeoutError{Limit: t.limit, Err: err}
+	}
+	return err
+}
+
+func (t *timeout) CloseIdleConnections() { closeIdle(t.next) }
+
+// timeoutBody keeps the attempt's deadline alive while the caller reads, and
+// releases it at EOF or Close, like net/http's own client timeout does.
+type timeoutBody struct {
+	rc          io.ReadCloser
+	t           *timeout
+	ctx, parent context.Context
+	cancel      context.CancelFunc
+}
+
+func (b *timeoutBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.cancel()
+	} else if err != nil {
+		err = b.t.classify(b.ctx, b.parent, err)
+	}
+	return n, err
+}
+
+func (b *timeoutBody) Close() error {
+	err := b.rc.Close()
+	b.cancel()
+	return err
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}

@@ -1,0 +1,153 @@
+package middleware_test
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/retrystack/retrystack/internal/rttest"
+	"github.com/retrystack/retrystack/middleware"
+)
+
+func pass(name string) middleware.Layer {
+	return middleware.Layer{Name: name, Wrap: func(next http.RoundTripper) http.RoundTripper { return next }}
+}
+
+func mustStack(t *testing.T, names ...string) middleware.Stack {
+	t.Helper()
+	layers := make([]middleware.Layer, len(names))
+	for i, n := range names {
+		layers[i] = pass(n)
+	}
+	s, err := middleware.NewStack(layers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestNewStackRejects(t *testing.T) {
+	wrap := pass("x").Wrap
+	tests := []struct {
+		name   string
+		layers []middleware.Layer
+		want   error
+	}{
+		{"empty name", []middleware.Layer{{Name: "", Wrap: wrap}}, &middleware.InvalidLayerError{Name: "", Reason: "empty name"}},
+		{"reserved", []middleware.Layer{{Name: "transport", Wrap: wrap}}, &middleware.InvalidLayerError{Name: "transport", Reason: "name reserved for the base"}},
+		{"comma", []middleware.Layer{{Name: "a,b", Wrap: wrap}}, &middleware.InvalidLayerError{Name: "a,b", Reason: "name contains a comma or space"}},
+		{"nil wrap", []middleware.Layer{{Name: "a"}}, &middleware.InvalidLayerError{Name: "a", Reason: "nil Wrap"}},
+		{"duplicate", []middleware.Layer{pass("a"), pass("b"), pass("a")}, &middleware.DuplicateLayerError{Name: "a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := middleware.NewStack(tt.layers...)
+			if diff := cmp.Diff(tt.want, err); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStackEdits(t *testing.T) {
+	base := mustStack(t, "redirect", "cookies", "retry")
+	tests := []struct {
+		name string
+		edit func(middleware.Stack) (middleware.Stack, error)
+		want []string
+	}{
+		{"swap", func(s middleware.Stack) (middleware.Stack, error) { return s.Swap("cookies", "retry") }, []string{"redirect", "retry", "cookies"}},
+		{"swap self", func(s middleware.Stack) (middleware.Stack, error) { return s.Swap("retry", "retry") }, []string{"redirect", "cookies", "retry"}},
+		{"without", func(s middleware.Stack) (middleware.Stack, error) { return s.Without("cookies") }, []string{"redirect", "retry"}},
+		{"without last", func(s middleware.Stack) (middleware.Stack, error) { return s.Without("retry") }, []string{"redirect", "cookies"}},
+		{"insert before first", func(s middleware.Stack) (middleware.Stack, error) { return s.InsertBefore("redirect", pass("otel")) }, []string{"otel", "redirect", "cookies", "retry"}},
+		{"insert after last", func(s middleware.Stack) (middleware.Stack, error) { return s.InsertAfter("retry", pass("attempt")) }, []string{"redirect", "cookies", "retry", "attempt"}},
+		{"insert after middle", func(s middleware.Stack) (middleware.Stack, error) { return s.InsertAfter("cookies", pass("auth")) }, []string{"redirect", "cookies", "auth", "retry"}},
+		{"select reorders and drops", func(s middleware.Stack) (middleware.Stack, error) { return s.Select("retry", "redirect") }, []string{"retry", "redirect"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.edit(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got.Names()); diff != "" {
+				t.Errorf("names (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"redirect", "cookies", "retry"}, base.Names()); diff != "" {
+				t.Errorf("edit changed the original stack (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStackEditErrors(t *testing.T) {
+	s := mustStack(t, "redirect", "cookies", "retry")
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"swap unknown", second(s.Swap("cookies", "cache")), &middleware.UnknownLayerError{Name: "cache", Have: s.Names()}},
+		{"without unknown", second(s.Without("cache")), &middleware.UnknownLayerError{Name: "cache", Have: s.Names()}},
+		{"insert next to unknown", second(s.InsertBefore("cache", pass("x"))), &middleware.UnknownLayerError{Name: "cache", Have: s.Names()}},
+		{"insert duplicate", second(s.InsertAfter("retry", pass("cookies"))), &middleware.DuplicateLayerError{Name: "cookies"}},
+		{"insert invalid", second(s.InsertAfter("retry", middleware.Layer{Name: "x"})), &middleware.InvalidLayerError{Name: "x", Reason: "nil Wrap"}},
+		{"select unknown", second(s.Select("retry", "transport")), &middleware.UnknownLayerError{Name: "transport", Have: s.Names()}},
+		{"select repeated", second(s.Select("retry", "retry")), &middleware.DuplicateLayerError{Name: "retry"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, tt.err); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+		})
+	}
+	var unknown *middleware.UnknownLayerError
+	if _, err := s.Without("x"); !errors.As(err, &unknown) {
+		t.Errorf("errors.As(%v, *UnknownLayerError) = false", err)
+	}
+}
+
+func second(_ middleware.Stack, err error) error { return err }
+
+func TestZeroStack(t *testing.T) {
+	var s middleware.Stack
+	if got, want := s.String(), "transport"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	base := &rttest.Base{}
+	req, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+	resp, err := s.Then(base).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if base.Calls() != 1 {
+		t.Errorf("base calls = %d, want 1", base.Calls())
+	}
+}
+
+// A layer built from RoundTripperFunc cannot forward CloseIdleConnections;
+// the chain Then returns still reaches the base.
+func TestThenForwardsCloseIdleConnections(t *testing.T) {
+	opaque := middleware.Layer{Name: "opaque", Wrap: func(next http.RoundTripper) http.RoundTripper {
+		return middleware.RoundTripperFunc(next.RoundTrip)
+	}}
+	s, err := middleware.NewStack(opaque)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rttest.Contract(t, func(base http.RoundTripper) http.RoundTripper { return s.Then(base) })
+}
+
+func TestThenNilBaseIsDefaultTransport(t *testing.T) {
+	var got http.RoundTripper
+	spy := middleware.Layer{Name: "spy", Wrap: func(next http.RoundTripper) http.RoundTripper { got = next; return next }}
+	s, _ := middleware.NewStack(spy)
+	s.Then(nil)
+	if got != http.DefaultTransport {
+		t.Errorf("inner of the last layer = %T, want http.DefaultTransport", got)
+	}
+}
