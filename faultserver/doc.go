@@ -1,0 +1,42 @@
+// Package faultserver is a scriptable, misbehaving origin for tests, the lab,
+// the examples and users' own tests. It reproduces every server of the seed
+// documents: statuses that never change or change after K requests, writes
+// that are processed and then fail, cookies set on responses a retry layer
+// throws away, Retry-After hints in every form, slow headers and bodies,
+// redirect chains, and connections dropped with or without a response.
+//
+// [New] starts an HTTP/1.1 server; [NewH2] starts a prior-knowledge h2c
+// server, written at the frame level, that refuses streams or sends GOAWAY
+// before it serves. Both listen on 127.0.0.1:0, are safe for concurrent use,
+// print nothing, and leave no goroutine behind after Close.
+//
+// # Routes of the HTTP/1.1 server
+//
+// Every route reads the whole request body first and logs the request (see
+// [Entry]). State and counters are kept per route and per key, the query
+// parameter "key" (empty when absent), so parallel tests that use distinct
+// keys never see each other's requests.
+//
+//	/s/{code}              always answers code
+//	/fail/{K}/{code}       answers code K times, then 200
+//	/abort                 closes the connection without a response (reset=1: with a TCP RST)
+//	/orders                a POST is processed (counted), then answered 503
+//	/login                 first 503 + Set-Cookie lb=node-2, then 200 + Set-Cookie session=abc
+//	/me                    200 with the Cookie header it received as the body
+//	/write                 a POST is processed once per Idempotency-Key (every time without one);
+//	                       drop=N: the first N requests are processed, then the connection is dropped
+//	/slow/headers          waits delay=D before the headers (code=C, default 200)
+//	/slow/body             sends the headers and half the body (size=N, default 64), waits delay=D, sends the rest
+//	/redirect/{code}/{n}   answers code with a Location one hop closer to /redirect/{code}/0,
+//	                       which echoes like /echo; abs=1 makes Location absolute, cross=1 makes each
+//	                       hop cross origins (127.0.0.1 ↔ localhost), to=URL is the last hop's Location
+//	/redirect/{code}/loop  answers code with a Location pointing at itself
+//	/echo                  200 with a JSON [Echo] of the request
+//
+// The status routes (/s, /fail, /slow/headers) take optional parameters:
+// size=N for an N-byte body, retry-after=V for a literal Retry-After header
+// (seconds, fractions, garbage: anything), and retry-after-in=D for an
+// HTTP-date D from now (negative: in the past), written in the form
+// retry-after-form=imf (default), rfc850 or asctime. On /fail they apply to
+// the failing answers only.
+package faultserver

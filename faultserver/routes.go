@@ -1,0 +1,367 @@
+package faultserver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Echo is what /echo (and the end of a redirect chain) answers, as JSON.
+type Echo struct {
+	Method    string      `json:"method"`
+	Host      string      `json:"host"`
+	Path      string      `json:"path"`
+	Query     string      `json:"query"`
+	Header    http.Header `json:"header"`
+	BodyBytes int64       `json:"body_bytes"`
+}
+
+type route struct {
+	name   string
+	handle func(*request) error
+}
+
+// match finds the route for a path and returns its path arguments.
+func match(path string) (route, []string) {
+	p := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(p) == 2 && p[0] == "s":
+		return route{"/s", (*request).status}, p[1:]
+	case len(p) == 3 && p[0] == "fail":
+		return route{"/fail", (*request).fail}, p[1:]
+	case len(p) == 3 && p[0] == "redirect":
+		return route{"/redirect", (*request).redirect}, p[1:]
+	case len(p) == 2 && p[0] == "slow" && p[1] == "headers":
+		return route{"/slow/headers", (*request).slowHeaders}, nil
+	case len(p) == 2 && p[0] == "slow" && p[1] == "body":
+		return route{"/slow/body", (*request).slowBody}, nil
+	case len(p) == 1:
+		switch p[0] {
+		case "abort":
+			return route{"/abort", (*request).abort}, nil
+		case "orders":
+			return route{"/orders", (*request).orders}, nil
+		case "login":
+			return route{"/login", (*request).login}, nil
+		case "me":
+			return route{"/me", (*request).me}, nil
+		case "write":
+			return route{"/write", (*request).write}, nil
+		case "echo":
+			return route{"/echo", (*request).echo}, nil
+		}
+	}
+	return route{}, nil
+}
+
+// request is one request being handled, with what its route needs.
+type request struct {
+	*http.Request
+	key       string
+	args      []string
+	bodyBytes int64
+	w         *recorder
+	s         *Server
+}
+
+func (r *request) status() error {
+	code, err := statusCode(r.args[0])
+	if err != nil {
+		return err
+	}
+	return r.reply(code, true)
+}
+
+func (r *request) fail() error {
+	k, err := strconv.Atoi(r.args[0])
+	if err != nil || k < 0 {
+		return fmt.Errorf("bad failure count %q", r.args[0])
+	}
+	code, err := statusCode(r.args[1])
+	if err != nil {
+		return err
+	}
+	if r.next() < k {
+		return r.reply(code, true)
+	}
+	return r.reply(http.StatusOK, false)
+}
+
+func (r *request) abort() error {
+	return r.drop(r.URL.Query().Get("reset") == "1")
+}
+
+func (r *request) orders() error {
+	if r.Method == http.MethodPost {
+		r.s.processed(r.key, "/orders")
+	}
+	return r.reply(http.StatusServiceUnavailable, false)
+}
+
+func (r *request) login() error {
+	if r.next() == 0 {
+		r.w.Header().Add("Set-Cookie", "lb=node-2; Path=/")
+		return r.reply(http.StatusServiceUnavailable, false)
+	}
+	r.w.Header().Add("Set-Cookie", "session=abc; Path=/")
+	return r.reply(http.StatusOK, false)
+}
+
+func (r *request) me() error {
+	r.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, err := r.w.Write([]byte(r.Header.Get("Cookie")))
+	return err
+}
+
+func (r *request) write() error {
+	if r.Method != http.MethodPost {
+		return r.reply(http.StatusMethodNotAllowed, false)
+	}
+	drop, err := intParam(r.Request, "drop", 0)
+	if err != nil {
+		return err
+	}
+	n := r.next()
+	replayed := !r.s.writeOnce(r.key, r.Header.Get("Idempotency-Key"))
+	if n < drop {
+		return r.drop(false)
+	}
+	if replayed {
+		r.w.Header().Set("Idempotent-Replayed", "true")
+	}
+	return r.reply(http.StatusOK, false)
+}
+
+func (r *request) slowHeaders() error {
+	delay, err := durationParam(r.Request, "delay")
+	if err != nil {
+		return err
+	}
+	code, err := intParam(r.Request, "code", http.StatusOK)
+	if err != nil {
+		return err
+	}
+	if _, err := statusCode(strconv.Itoa(code)); err != nil {
+		return err
+	}
+	if !r.s.wait(r.Context(), delay) {
+		return r.drop(false) // the client or the server gave up
+	}
+	return r.reply(code, true)
+}
+
+func (r *request) slowBody() error {
+	delay, err := durationParam(r.Request, "delay")
+	if err != nil {
+		return err
+	}
+	size, err := intParam(r.Request, "size", 64)
+	if err != nil {
+		return err
+	}
+	body := []byte(strings.Repeat("x", size))
+	r.w.Header().Set("Content-Length", strconv.Itoa(size))
+	r.w.WriteHeader(http.StatusOK)
+	r.w.Write(body[:size/2])
+	http.NewResponseController(r.w).Flush()
+	if !r.s.wait(r.Context(), delay) {
+		return r.drop(false)
+	}
+	_, err = r.w.Write(body[size/2:])
+	return err
+}
+
+func (r *request) redirect() error {
+	code, err := statusCode(r.args[0])
+	if err != nil {
+		return err
+	}
+	if code < 300 || code > 399 {
+		return fmt.Errorf("redirect status %d is not 3xx", code)
+	}
+	q := r.URL.Query()
+	var loc string
+	if r.args[1] == "loop" {
+		loc = r.URL.RequestURI()
+	} else {
+		n, err := strconv.Atoi(r.args[1])
+		if err != nil || n < 0 {
+			return fmt.Errorf("bad hop count %q", r.args[1])
+		}
+		if n == 0 {
+			return r.echo()
+		}
+		next := fmt.Sprintf("/redirect/%d/%d", code, n-1)
+		if r.URL.RawQuery != "" {
+			next += "?" + r.URL.RawQuery
+		}
+		switch {
+		case n == 1 && q.Get("to") != "":
+			loc = q.Get("to")
+		case q.Get("cross") == "1":
+			loc = r.otherOrigin() + next
+		case q.Get("abs") == "1":
+			loc = "http://" + r.Host + next
+		case q.Get("rel") == "1":
+			loc = next[strings.LastIndex(next, "/")+1:] // relative to this path
+		default:
+			loc = next
+		}
+	}
+	r.w.Header().Set("Location", loc)
+	return r.reply(code, false)
+}
+
+// otherOrigin swaps 127.0.0.1 and localhost, keeping the port.
+func (r *request) otherOrigin() string {
+	if strings.HasPrefix(r.Host, "localhost:") {
+		return r.s.URL()
+	}
+	return r.s.LocalhostURL()
+}
+
+func (r *request) echo() error {
+	r.w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(r.w).Encode(Echo{
+		Method:    r.Method,
+		Host:      r.Host,
+		Path:      r.URL.Path,
+		Query:     r.URL.RawQuery,
+		Header:    r.Header,
+		BodyBytes: r.bodyBytes,
+	})
+}
+
+// reply sends code with a body (size=N bytes, or the status text) and, when
+// hints is set, the Retry-After the query asks for.
+func (r *request) reply(code int, hints bool) error {
+	q := r.URL.Query()
+	h := r.w.Header()
+	if hints {
+		if v, ok := q["retry-after"]; ok {
+			h.Set("Retry-After", v[0])
+		}
+		if q.Has("retry-after-in") {
+			d, err := durationParam(r.Request, "retry-after-in")
+			if err != nil {
+				return err
+			}
+			date, err := httpDate(r.s.now().Add(d), q.Get("retry-after-form"))
+			if err != nil {
+				return err
+			}
+			h.Set("Retry-After", date)
+		}
+	}
+	body := http.StatusText(code) + "\n"
+	if q.Has("size") {
+		n, err := intParam(r.Request, "size", 0)
+		if err != nil {
+			return err
+		}
+		body = strings.Repeat("x", n)
+	}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	r.w.WriteHeader(code)
+	_, err := r.w.Write([]byte(body))
+	return err
+}
+
+// drop closes the connection without a response; reset sends a TCP RST.
+func (r *request) drop(reset bool) error {
+	conn, _, err := http.NewResponseController(r.w).Hijack()
+	if err != nil {
+		return err
+	}
+	if tcp, ok := conn.(*net.TCPConn); ok && reset {
+		tcp.SetLinger(0)
+	}
+	return conn.Close()
+}
+
+// next returns how many requests this path and key had before this one.
+func (r *request) next() int {
+	id := r.URL.Path + "?key=" + r.key
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	n := r.s.state[id]
+	r.s.state[id] = n + 1
+	return n
+}
+
+func (s *Server) processed(key, route string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats[routeKey{route, key}]
+	st.Processed++
+	s.stats[routeKey{route, key}] = st
+}
+
+// writeOnce performs a /write unless its Idempotency-Key was already
+// processed for this key, and reports whether it did.
+func (s *Server) writeOnce(key, idem string) bool {
+	if idem != "" {
+		s.mu.Lock()
+		id := key + "\x00" + idem
+		_, seen := s.written[id]
+		s.written[id] = struct{}{}
+		s.mu.Unlock()
+		if seen {
+			return false
+		}
+	}
+	s.processed(key, "/write")
+	return true
+}
+
+func statusCode(s string) (int, error) {
+	code, err := strconv.Atoi(s)
+	if err != nil || code < 200 || code > 599 {
+		return 0, fmt.Errorf("bad status code %q", s)
+	}
+	return code, nil
+}
+
+func intParam(r *http.Request, name string, def int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("bad %s %q", name, v)
+	}
+	return n, nil
+}
+
+func durationParam(r *http.Request, name string) (time.Duration, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("bad %s %q", name, v)
+	}
+	return d, nil
+}
+
+// httpDate formats t in one of the three HTTP-date forms of RFC 9110 §5.6.7.
+func httpDate(t time.Time, form string) (string, error) {
+	t = t.UTC()
+	switch form {
+	case "", "imf":
+		return t.Format(http.TimeFormat), nil
+	case "rfc850":
+		return t.Format("Monday, 02-Jan-06 15:04:05 GMT"), nil
+	case "asctime":
+		return t.Format(time.ANSIC), nil
+	}
+	return "", errors.New("bad retry-after-form " + strconv.Quote(form))
+}

@@ -1,0 +1,228 @@
+package faultserver
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Entry is one request in the server's log.
+type Entry struct {
+	Seq            int    // 1-based arrival order
+	Method         string // request method
+	Path           string // URL path, without the query
+	Route          string // the route that handled it, e.g. "/fail"; "" for an unknown path
+	Key            string // the "key" query parameter
+	Cookie         string // the Cookie header
+	IdempotencyKey string // the Idempotency-Key header
+	Status         int    // status sent; 0 when the connection was dropped without a response
+	BodyBytes      int64  // request body bytes read
+}
+
+// Stats counts one route's requests for one key.
+type Stats struct {
+	Requests  int // requests received
+	Processed int // writes performed: POSTs on /orders and /write
+}
+
+// Server is the HTTP/1.1 fault server. Its methods are safe for concurrent
+// use.
+type Server struct {
+	srv  *http.Server
+	ln   net.Listener
+	port string
+	now  func() time.Time
+
+	closing  chan struct{} // closed by Close: every wait ends
+	serveErr chan error
+
+	mu       sync.Mutex
+	closed   bool
+	log      []Entry
+	stats    map[routeKey]Stats
+	state    map[string]int      // per-path-and-key progress of /fail and /login
+	written  map[string]struct{} // Idempotency-Keys /write has processed, per key
+	open     int                 // connections open
+	handlers sync.WaitGroup      // handlers running
+	conns    sync.WaitGroup      // connections not yet closed or hijacked
+}
+
+type routeKey struct{ route, key string }
+
+// New starts a fault server on 127.0.0.1:0.
+func New() (*Server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		ln:       ln,
+		port:     strconv.Itoa(ln.Addr().(*net.TCPAddr).Port),
+		now:      time.Now,
+		closing:  make(chan struct{}),
+		serveErr: make(chan error, 1),
+		stats:    map[routeKey]Stats{},
+		state:    map[string]int{},
+		written:  map[string]struct{}{},
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	s.srv = &http.Server{
+		Handler:   http.HandlerFunc(s.serve),
+		Protocols: &protocols,
+		ConnState: s.connState,
+		ErrorLog:  log.New(io.Discard, "", 0),
+	}
+	go func() { s.serveErr <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// URL is the server's base URL, "http://127.0.0.1:PORT".
+func (s *Server) URL() string { return "http://127.0.0.1:" + s.port }
+
+// LocalhostURL is the same server under another origin,
+// "http://localhost:PORT", for cross-origin and host-scope tests.
+func (s *Server) LocalhostURL() string { return "http://localhost:" + s.port }
+
+// Log returns a copy of the request log in arrival order. Requests still
+// being handled have Status 0.
+func (s *Server) Log() []Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Entry(nil), s.log...)
+}
+
+// Stats returns the counters of one route ("/orders", "/fail", ...) and key.
+func (s *Server) Stats(route, key string) Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats[routeKey{route, key}]
+}
+
+// OpenConns is the number of client connections the server holds open.
+func (s *Server) OpenConns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open
+}
+
+// Close stops the server, closes every connection, ends every pending wait
+// and returns once every handler has returned. It is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+
+	close(s.closing)
+	err := s.srv.Close()
+	if serveErr := <-s.serveErr; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
+		err = serveErr
+	}
+	// Serve has returned, so no connection starts after this point.
+	s.handlers.Wait()
+	s.conns.Wait()
+	return err
+}
+
+func (s *Server) connState(_ net.Conn, state http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch state {
+	case http.StateNew:
+		s.open++
+		s.conns.Add(1)
+	case http.StateHijacked, http.StateClosed:
+		s.open--
+		s.conns.Done()
+	}
+}
+
+// serve logs the request, reads its body and hands it to its route.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	rt, args := match(r.URL.Path)
+	key := r.URL.Query().Get("key")
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	s.handlers.Add(1)
+	defer s.handlers.Done()
+	seq := len(s.log) + 1
+	s.log = append(s.log, Entry{
+		Seq:            seq,
+		Method:         r.Method,
+		Path:           r.URL.Path,
+		Route:          rt.name,
+		Key:            key,
+		Cookie:         r.Header.Get("Cookie"),
+		IdempotencyKey: r.Header.Get("Idempotency-Key"),
+	})
+	st := s.stats[routeKey{rt.name, key}]
+	st.Requests++
+	s.stats[routeKey{rt.name, key}] = st
+	s.mu.Unlock()
+
+	n, _ := io.Copy(io.Discard, r.Body)
+	rw := &recorder{ResponseWriter: w}
+	req := &request{Request: r, key: key, args: args, bodyBytes: n, w: rw, s: s}
+	if rt.handle == nil {
+		http.NotFound(rw, r)
+	} else if err := rt.handle(req); err != nil && rw.status == 0 {
+		http.Error(rw, "faultserver: "+err.Error(), http.StatusBadRequest)
+	}
+
+	s.mu.Lock()
+	s.log[seq-1].Status = rw.status
+	s.log[seq-1].BodyBytes = n
+	s.mu.Unlock()
+}
+
+// wait blocks for d, or until the client goes away or the server closes.
+// It reports whether the whole duration passed.
+func (s *Server) wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-s.closing:
+	}
+	return false
+}
+
+// recorder remembers the status a handler sent; 0 means none.
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach Flush and Hijack.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -1,0 +1,375 @@
+package faultserver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/retrystack/retrystack/faultserver"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// start returns a fault server and a client on a fresh transport that does
+// not follow redirects; both are closed when the test ends.
+func start(t *testing.T) (*faultserver.Server, *http.Client) {
+	t.Helper()
+	s, err := faultserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{
+		Transport:     &http.Transport{},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	t.Cleanup(func() {
+		c.CloseIdleConnections()
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s, c
+}
+
+type answer struct {
+	Status     int
+	Body       string
+	RetryAfter string
+	Location   string
+}
+
+func do(t *testing.T, c *http.Client, method, url string, body string) (answer, error) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return answer{}, err
+	}
+	return answer{resp.StatusCode, string(b), resp.Header.Get("Retry-After"), resp.Header.Get("Location")}, nil
+}
+
+func get(t *testing.T, c *http.Client, url string) answer {
+	t.Helper()
+	a, err := do(t, c, http.MethodGet, url, "")
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return a
+}
+
+func TestStatusRoutes(t *testing.T) {
+	s, c := start(t)
+	tests := []struct {
+		path string
+		want answer
+	}{
+		{"/s/503", answer{Status: 503, Body: "Service Unavailable\n"}},
+		{"/s/200?size=5", answer{Status: 200, Body: "xxxxx"}},
+		{"/s/429?retry-after=1.5", answer{Status: 429, Body: "Too Many Requests\n", RetryAfter: "1.5"}},
+		{"/s/503?retry-after=soon", answer{Status: 503, Body: "Service Unavailable\n", RetryAfter: "soon"}},
+		{"/s/503?retry-after=-1", answer{Status: 503, Body: "Service Unavailable\n", RetryAfter: "-1"}},
+		{"/s/99", answer{Status: 400, Body: "faultserver: bad status code \"99\"\n"}},
+		{"/s/503?size=-1", answer{Status: 400, Body: "faultserver: bad size \"-1\"\n"}},
+		{"/nowhere", answer{Status: 404, Body: "404 page not found\n"}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, get(t, c, s.URL()+tt.path)); diff != "" {
+			t.Errorf("GET %s (-want +got):\n%s", tt.path, diff)
+		}
+	}
+}
+
+func TestRetryAfterDates(t *testing.T) {
+	s, c := start(t)
+	for _, form := range []string{"", "imf", "rfc850", "asctime"} {
+		for _, in := range []time.Duration{30 * time.Second, -time.Hour} {
+			before := time.Now().Add(in).Truncate(time.Second)
+			a := get(t, c, s.URL()+"/s/503?retry-after-in="+in.String()+"&retry-after-form="+form)
+			after := time.Now().Add(in)
+			got, err := http.ParseTime(a.RetryAfter)
+			if err != nil {
+				t.Errorf("form %q: Retry-After %q is not an HTTP-date: %v", form, a.RetryAfter, err)
+				continue
+			}
+			if got.Before(before) || got.After(after) {
+				t.Errorf("form %q, in %v: Retry-After %v outside [%v, %v]", form, in, got, before, after)
+			}
+		}
+	}
+	if a := get(t, c, s.URL()+"/s/503?retry-after-in=1s&retry-after-form=unix"); a.Status != 400 {
+		t.Errorf("unknown form: status %d, want 400", a.Status)
+	}
+}
+
+func TestFailCountsPerKey(t *testing.T) {
+	s, c := start(t)
+	var got []int
+	for _, key := range []string{"a", "a", "b", "a", "a", "b", "b"} {
+		got = append(got, get(t, c, s.URL()+"/fail/2/503?retry-after=0&key="+key).Status)
+	}
+	if diff := cmp.Diff([]int{503, 503, 503, 200, 200, 503, 200}, got); diff != "" {
+		t.Errorf("statuses (-want +got):\n%s", diff)
+	}
+	if a := get(t, c, s.URL()+"/fail/0/503"); a.Status != 200 || a.RetryAfter != "" {
+		t.Errorf("/fail/0/503: %+v, want 200 without Retry-After", a)
+	}
+	if got := s.Stats("/fail", "a"); got != (faultserver.Stats{Requests: 4}) {
+		t.Errorf("Stats(/fail, a) = %+v", got)
+	}
+}
+
+func TestAbort(t *testing.T) {
+	s, c := start(t)
+	if _, err := do(t, c, http.MethodPost, s.URL()+"/abort?key=k", "0123456789"); err == nil {
+		t.Error("POST /abort: no error")
+	}
+	_, err := do(t, c, http.MethodGet, s.URL()+"/abort?reset=1&key=k", "")
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("GET /abort?reset=1: error %v, want ECONNRESET", err)
+	}
+	want := []faultserver.Entry{
+		{Seq: 1, Method: "POST", Path: "/abort", Route: "/abort", Key: "k", BodyBytes: 10},
+		{Seq: 2, Method: "GET", Path: "/abort", Route: "/abort", Key: "k"},
+	}
+	if diff := cmp.Diff(want, s.Log()); diff != "" {
+		t.Errorf("log (-want +got):\n%s", diff)
+	}
+}
+
+func TestOrdersCountsProcessedPosts(t *testing.T) {
+	s, c := start(t)
+	for _, m := range []string{"POST", "POST", "GET"} {
+		a, err := do(t, c, m, s.URL()+"/orders?key=o", "item")
+		if err != nil || a.Status != 503 {
+			t.Fatalf("%s /orders: %+v, %v; want 503", m, a, err)
+		}
+	}
+	if got := s.Stats("/orders", "o"); got != (faultserver.Stats{Requests: 3, Processed: 2}) {
+		t.Errorf("Stats(/orders, o) = %+v", got)
+	}
+}
+
+func TestLoginThenMe(t *testing.T) {
+	s, c := start(t)
+	jar, _ := cookiejar.New(nil)
+	c.Jar = jar
+	var got []answer
+	for _, p := range []string{"/login", "/login", "/me"} {
+		a, err := do(t, c, http.MethodPost, s.URL()+p, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, a)
+	}
+	want := []answer{
+		{Status: 503, Body: "Service Unavailable\n"},
+		{Status: 200, Body: "OK\n"},
+		{Status: 200, Body: "lb=node-2; session=abc"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("answers (-want +got):\n%s", diff)
+	}
+	if got := s.Log()[2].Cookie; got != "lb=node-2; session=abc" {
+		t.Errorf("logged Cookie = %q", got)
+	}
+}
+
+func TestWriteDeduplicatesByIdempotencyKey(t *testing.T) {
+	s, c := start(t)
+	send := func(key, idem string) error {
+		req, _ := http.NewRequest(http.MethodPost, s.URL()+"/write?drop=1&key="+key, strings.NewReader("pay 10"))
+		if idem != "" {
+			req.Header.Set("Idempotency-Key", idem)
+		}
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	// With a key: dropped after processing, then answered from the record.
+	if err := send("keyed", "k1"); err == nil {
+		t.Error("first keyed POST: no error, want a dropped connection")
+	}
+	if err := send("keyed", "k1"); err != nil {
+		t.Errorf("second keyed POST: %v", err)
+	}
+	// Without a key, "outcome unknown" resends are new writes.
+	if err := send("plain", ""); err == nil {
+		t.Error("first plain POST: no error")
+	}
+	if err := send("plain", ""); err != nil {
+		t.Errorf("second plain POST: %v", err)
+	}
+	for key, want := range map[string]faultserver.Stats{"keyed": {2, 1}, "plain": {2, 2}} {
+		if got := s.Stats("/write", key); got != want {
+			t.Errorf("Stats(/write, %s) = %+v, want %+v", key, got, want)
+		}
+	}
+	if got, want := s.Log()[1].IdempotencyKey, "k1"; got != want {
+		t.Errorf("logged Idempotency-Key = %q, want %q", got, want)
+	}
+}
+
+// The slow routes wait for the client to give up; they never depend on how
+// long the wait takes.
+func TestSlowRoutes(t *testing.T) {
+	s, c := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+"/slow/headers?delay=1h", nil)
+	if _, err := c.Do(req); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("slow headers: error %v, want deadline exceeded", err)
+	}
+
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+"/slow/body?delay=1h&size=10", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("slow body: headers: %v", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "xxxxx" || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("slow body: read %q, %v; want the first half, then deadline exceeded", b, err)
+	}
+
+	if a := get(t, c, s.URL()+"/slow/headers?delay=1ms&code=504&retry-after=2"); a != (answer{Status: 504, Body: "Gateway Timeout\n", RetryAfter: "2"}) {
+		t.Errorf("short slow headers: %+v", a)
+	}
+	if a := get(t, c, s.URL()+"/slow/body?delay=1ms&size=4"); a != (answer{Status: 200, Body: "xxxx"}) {
+		t.Errorf("short slow body: %+v", a)
+	}
+}
+
+func TestRedirectLocations(t *testing.T) {
+	s, c := start(t)
+	local := s.LocalhostURL()
+	tests := []struct {
+		url, want string
+	}{
+		{s.URL() + "/redirect/302/2", "/redirect/302/1"},
+		{s.URL() + "/redirect/301/2?key=q", "/redirect/301/1?key=q"},
+		{s.URL() + "/redirect/307/2?rel=1", "1?rel=1"},
+		{s.URL() + "/redirect/308/2?abs=1", s.URL() + "/redirect/308/1?abs=1"},
+		{s.URL() + "/redirect/303/2?cross=1", local + "/redirect/303/1?cross=1"},
+		{local + "/redirect/303/2?cross=1", s.URL() + "/redirect/303/1?cross=1"},
+		{s.URL() + "/redirect/302/1?to=ftp://example.test/x", "ftp://example.test/x"},
+		{s.URL() + "/redirect/302/loop?key=l", "/redirect/302/loop?key=l"},
+	}
+	for _, tt := range tests {
+		a := get(t, c, tt.url)
+		if a.Location != tt.want {
+			t.Errorf("GET %s: Location %q, want %q", tt.url, a.Location, tt.want)
+		}
+	}
+	if a := get(t, c, s.URL()+"/redirect/200/1"); a.Status != 400 {
+		t.Errorf("non-3xx redirect: status %d, want 400", a.Status)
+	}
+}
+
+// A following client ends the chain at the echo, which shows what the last
+// hop received.
+func TestRedirectChainEndsInEcho(t *testing.T) {
+	s, c := start(t)
+	c.CheckRedirect = nil
+	tests := []struct {
+		method, path string
+		want         faultserver.Echo
+	}{
+		{"POST", "/redirect/303/3?cross=1", faultserver.Echo{Method: "GET", Path: "/redirect/303/0", Query: "cross=1"}},
+		{"POST", "/redirect/307/2?rel=1", faultserver.Echo{Method: "POST", Path: "/redirect/307/0", Query: "rel=1", BodyBytes: 4}},
+	}
+	for _, tt := range tests {
+		a, err := do(t, c, tt.method, s.URL()+tt.path, "body")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got faultserver.Echo
+		if err := json.Unmarshal([]byte(a.Body), &got); err != nil {
+			t.Fatalf("%s %s: %v in %q", tt.method, tt.path, err, a.Body)
+		}
+		got.Header, got.Host = nil, ""
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%s %s: echo (-want +got):\n%s", tt.method, tt.path, diff)
+		}
+	}
+}
+
+func TestLogEntry(t *testing.T) {
+	s, c := start(t)
+	req, _ := http.NewRequest(http.MethodPut, s.URL()+"/s/201?key=e", bytes.NewReader([]byte("abc")))
+	req.Header.Set("Cookie", "a=1")
+	req.Header.Set("Idempotency-Key", "i-1")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want := []faultserver.Entry{{Seq: 1, Method: "PUT", Path: "/s/201", Route: "/s", Key: "e", Cookie: "a=1", IdempotencyKey: "i-1", Status: 201, BodyBytes: 3}}
+	if diff := cmp.Diff(want, s.Log()); diff != "" {
+		t.Errorf("log (-want +got):\n%s", diff)
+	}
+}
+
+// Close ends waits in progress and the connections the client keeps, and
+// leaves no goroutine behind (TestMain checks with goleak).
+func TestCloseWithRequestsInFlight(t *testing.T) {
+	s, err := faultserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, busy := &http.Transport{}, &http.Transport{}
+	defer idle.CloseIdleConnections()
+	defer busy.CloseIdleConnections()
+
+	get(t, &http.Client{Transport: idle}, s.URL()+"/s/200") // leaves a keep-alive connection
+	c := &http.Client{Transport: busy}
+	done := make(chan error)
+	go func() {
+		_, err := c.Get(s.URL() + "/slow/headers?delay=1h")
+		done <- err
+	}()
+	for s.Stats("/slow/headers", "").Requests == 0 {
+		runtime.Gosched()
+	}
+	if got := s.OpenConns(); got != 2 {
+		t.Errorf("OpenConns() = %d, want 2", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Error("request in flight during Close: no error")
+	}
+	if got := s.OpenConns(); got != 0 {
+		t.Errorf("OpenConns() after Close = %d", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
