@@ -176,18 +176,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	n, _ := io.Copy(io.Discard, r.Body)
-	rw := &recorder{ResponseWriter: w}
+	s.mu.Lock()
+	s.log[seq-1].BodyBytes = n
+	s.mu.Unlock()
+
+	rw := &recorder{ResponseWriter: w, s: s, seq: seq}
 	req := &request{Request: r, key: key, args: args, bodyBytes: n, w: rw, s: s}
 	if rt.handle == nil {
 		http.NotFound(rw, r)
 	} else if err := rt.handle(req); err != nil && rw.status == 0 {
 		http.Error(rw, "faultserver: "+err.Error(), http.StatusBadRequest)
 	}
-
-	s.mu.Lock()
-	s.log[seq-1].Status = rw.status
-	s.log[seq-1].BodyBytes = n
-	s.mu.Unlock()
 }
 
 // wait blocks for d, or until the client goes away or the server closes.
@@ -204,22 +203,28 @@ func (s *Server) wait(ctx context.Context, d time.Duration) bool {
 	return false
 }
 
-// recorder remembers the status a handler sent; 0 means none.
+// recorder logs the status a handler sends before the client can see it;
+// 0 means none.
 type recorder struct {
 	http.ResponseWriter
+	s      *Server
+	seq    int
 	status int
 }
 
 func (r *recorder) WriteHeader(code int) {
 	if r.status == 0 {
 		r.status = code
+		r.s.mu.Lock()
+		r.s.log[r.seq-1].Status = code
+		r.s.mu.Unlock()
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
 
 func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
-		r.status = http.StatusOK
+		r.WriteHeader(http.StatusOK)
 	}
 	return r.ResponseWriter.Write(p)
 }
