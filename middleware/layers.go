@@ -39,13 +39,19 @@ func (e *errorForStatus) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.StatusCode < 400 {
 		return resp, err
 	}
-	body, readErr := io.ReadAll(io.LimitReader(resp.Body, e.limit+1))
+	return nil, ReadStatusError(resp, e.limit)
+}
+
+// ReadStatusError reads at most limit bytes of resp's body, closes it, and
+// returns the *StatusError describing resp.
+func ReadStatusError(resp *http.Response, limit int64) *StatusError {
+	body, readErr := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	resp.Body.Close()
-	truncated := readErr != nil || int64(len(body)) > e.limit
-	if int64(len(body)) > e.limit {
-		body = body[:e.limit]
+	truncated := readErr != nil || int64(len(body)) > limit
+	if int64(len(body)) > limit {
+		body = body[:limit]
 	}
-	return nil, &StatusError{
+	return &StatusError{
 		StatusCode: resp.StatusCode,
 		Status:     resp.Status,
 		Header:     resp.Header,

@@ -1,0 +1,129 @@
+// Command retrylab reproduces the seed documents' retry experiments against
+// an in-process fault server and prints what happened on the wire.
+//
+// Usage:
+//
+//	retrylab [-list] [-run REGEX] [-json] [-stack a,b,c] [-preset NAME]
+//
+// With no flags it runs every scenario, each on a fresh client, and prints a
+// table with the figure each row expects beside the one it measured. -json
+// prints one JSON object per scenario and line instead. -stack and -preset
+// rerun the selected scenarios under another layer order or retry preset:
+// such runs are experiments, so rows that differ from the expected figures
+// are marked but do not fail the run.
+//
+// Exit status: 0 when every row reproduces, 1 when a row deviates, 2 for a
+// usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// options are the parsed command line.
+type options struct {
+	list, json     bool
+	filter         *regexp.Regexp
+	stack          []string // nil: each scenario's own
+	preset         string   // "": each scenario's own
+	experimentMode bool     // -stack or -preset given
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	opts, err := parseFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "retrylab: %v\n", err)
+		return 2
+	}
+	selected := selectScenarios(opts.filter)
+	if len(selected) == 0 {
+		fmt.Fprintf(stderr, "retrylab: no scenario matches -run %q\n", opts.filter)
+		return 2
+	}
+	if opts.list {
+		printList(stdout, selected)
+		return 0
+	}
+	rows, err := runAll(ctx, selected, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "retrylab: %v\n", err)
+		return 1
+	}
+	if opts.json {
+		err = printJSON(stdout, rows)
+	} else {
+		err = printTable(stdout, rows, opts.experimentMode)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "retrylab: %v\n", err)
+		return 1
+	}
+	for _, r := range rows {
+		if len(r.deviations) > 0 && !opts.experimentMode {
+			return 1
+		}
+	}
+	return 0
+}
+
+const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-stack a,b,c] [-preset NAME]
+
+  -list          list the scenarios and exit
+  -run REGEX     run only the scenarios whose id matches REGEX
+  -json          print one JSON object per scenario and line
+  -stack a,b,c   layer order, outermost first, for every selected scenario
+  -preset NAME   retry preset for every selected scenario
+`
+
+func parseFlags(args []string) (options, error) {
+	fs := flag.NewFlagSet("retrylab", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported in one line by run
+	list := fs.Bool("list", false, "")
+	runRE := fs.String("run", "", "")
+	asJSON := fs.Bool("json", false, "")
+	stack := fs.String("stack", "", "")
+	preset := fs.String("preset", "", "")
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	if fs.NArg() > 0 {
+		return options{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	opts := options{list: *list, json: *asJSON, preset: *preset}
+	re, err := regexp.Compile(*runRE)
+	if err != nil {
+		return options{}, fmt.Errorf("bad -run: %v", err)
+	}
+	opts.filter = re
+	if *stack != "" {
+		opts.stack = strings.Split(*stack, ",")
+		if n := len(opts.stack); opts.stack[n-1] == "transport" {
+			opts.stack = opts.stack[:n-1] // the base may be named, but is always last
+		}
+		if _, err := buildStack(opts.stack, scenario{}); err != nil {
+			return options{}, fmt.Errorf("bad -stack: %v", err)
+		}
+	}
+	if opts.preset != "" {
+		if _, ok := presets[opts.preset]; !ok {
+			return options{}, fmt.Errorf("unknown preset %q (have %s)", opts.preset, strings.Join(presetNames(), ", "))
+		}
+	}
+	opts.experimentMode = opts.stack != nil || opts.preset != ""
+	return opts, nil
+}

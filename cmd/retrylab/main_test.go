@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func runLab(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestDefaultRunReproducesEveryRow(t *testing.T) {
+	code, out, stderr := runLab(t)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q, output:\n%s", code, stderr, out)
+	}
+	want := fmt.Sprintf("\n%d/%d scenarios reproduce\n", len(scenarios), len(scenarios))
+	if !strings.HasSuffix(out, want) {
+		t.Errorf("output does not end with %q:\n%s", want, out)
+	}
+}
+
+
+func TestJSONLines(t *testing.T) {
+	code, out, stderr := runLab(t, "-json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	var ids []string
+	for _, line := range lines {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(line), &obj); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		var keys []string
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		want := []string{"extra", "id", "planned_waits_ms", "result", "server_requests"}
+		if _, ok := obj["stop"]; ok {
+			want = []string{"extra", "id", "planned_waits_ms", "result", "server_requests", "stop"}
+		}
+		if diff := cmp.Diff(want, keys); diff != "" {
+			t.Errorf("line %q: keys (-want +got):\n%s", line, diff)
+		}
+		var id string
+		json.Unmarshal(obj["id"], &id)
+		ids = append(ids, id)
+	}
+	var all []string
+	for _, sc := range scenarios {
+		all = append(all, sc.id)
+	}
+	if diff := cmp.Diff(all, ids); diff != "" {
+		t.Errorf("ids (-want +got):\n%s", diff)
+	}
+}
+
+func TestListAndRun(t *testing.T) {
+	code, out, _ := runLab(t, "-list", "-run", "h2-")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		got = append(got, strings.Fields(line)[0])
+	}
+	want := []string{"base/h2-get-refused-1", "base/h2-post-refused-1", "base/h2-get-goaway"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("-list -run h2- (-want +got):\n%s", diff)
+	}
+}
+
+// An experiment reruns a row under another stack: the row may differ from
+// its expected figures without failing the run.
+func TestStackExperiment(t *testing.T) {
+	code, out, stderr := runLab(t, "-json", "-run", "^base/get-503$", "-stack", "error-for-status,transport")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	var got struct {
+		Result string `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Result != "error" {
+		t.Errorf("result %q (%v), want error: the layer turns the 503 into an error", got.Result, err)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-bogus"}, "retrylab: flag provided but not defined: -bogus\n"},
+		{[]string{"-preset", "nope"}, "retrylab: unknown preset \"nope\" (have none)\n"},
+		{[]string{"-stack", "timeout,cache"}, "retrylab: bad -stack: middleware: no layer named \"cache\" (have error-for-status, timeout)\n"},
+		{[]string{"-stack", "timeout,timeout"}, "retrylab: bad -stack: middleware: duplicate layer name \"timeout\"\n"},
+		{[]string{"-run", "("}, "retrylab: bad -run: error parsing regexp: missing closing ): `(`\n"},
+		{[]string{"-run", "no-such-row"}, "retrylab: no scenario matches -run \"no-such-row\"\n"},
+		{[]string{"extra"}, "retrylab: unexpected argument \"extra\"\n"},
+	}
+	for _, tt := range tests {
+		code, out, stderr := runLab(t, tt.args...)
+		if code != 2 || out != "" || stderr != tt.want {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and %q", tt.args, code, out, stderr, tt.want)
+		}
+	}
+}
+
+func TestScenarioIDsAreUnique(t *testing.T) {
+	seen := map[string]bool{}
+	for _, sc := range scenarios {
+		if seen[sc.id] {
+			t.Errorf("duplicate scenario id %q", sc.id)
+		}
+		seen[sc.id] = true
+	}
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+func printList(w io.Writer, scs []scenario) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, sc := range scs {
+		fmt.Fprintf(tw, "%s\t%s\n", sc.id, sc.setup)
+	}
+	tw.Flush()
+}
+
+// printJSON prints one object per row and line, in the shape DESIGN.md
+// gives: id, server_requests, result, stop, planned_waits_ms, extra.
+func printJSON(w io.Writer, rows []row) error {
+	enc := json.NewEncoder(w)
+	for _, r := range rows {
+		line := struct {
+			ID string `json:"id"`
+			figures
+		}{r.sc.id, r.got}
+		if err := enc.Encode(line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printTable prints the rows grouped by the part of their id before "/",
+// each with its check mark, then the notes and a summary line.
+func printTable(w io.Writer, rows []row, experiment bool) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var notes []string
+	group, ok := "", 0
+	for _, r := range rows {
+		if g, _, _ := strings.Cut(r.sc.id, "/"); g != group {
+			if group != "" {
+				fmt.Fprintln(tw)
+			}
+			group = g
+			fmt.Fprintln(tw, "ID\tPRESET\tSTACK\tSERVER\tRESULT\tSTOP\tWAITS ms\tEXTRA\tCHECK")
+		}
+		check := "✓"
+		if len(r.deviations) > 0 {
+			check = "✗ " + strings.Join(r.deviations, "; ")
+		} else {
+			ok++
+		}
+		if r.sc.note != "" {
+			notes = append(notes, r.sc.note)
+			check += fmt.Sprintf(" [%d]", len(notes))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			r.sc.id, r.preset, r.stack, ints(r.got.ServerRequests), r.got.Result,
+			dash(r.got.Stop), dash(ints(r.got.PlannedWaitsMS)), dash(extra(r.got.Extra)), check)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w)
+	}
+	for i, n := range notes {
+		fmt.Fprintf(w, "[%d] %s\n", i+1, n)
+	}
+	verdict := "scenarios reproduce"
+	if experiment {
+		verdict = "rows match the expected figures (experiment: -stack or -preset given)"
+	}
+	_, err := fmt.Fprintf(w, "\n%d/%d %s\n", ok, len(rows), verdict)
+	return err
+}
+
+func extra(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
