@@ -1,0 +1,85 @@
+package policy
+
+import (
+	"math"
+	"time"
+
+	"github.com/sethvargo/go-retry"
+)
+
+// Jitter is how a backoff randomises its waits.
+type Jitter uint8
+
+const (
+	// JitterFull waits uniform(0, d): the spread that best breaks up
+	// synchronised clients (AWS's "full jitter"). The default.
+	JitterFull Jitter = iota
+	// JitterNone waits exactly d.
+	JitterNone
+	// JitterTenPercent waits d × [0.9, 1.1), as Codex does.
+	JitterTenPercent
+)
+
+// Backoff describes exponential waits between attempts: the wait before
+// retry n (n = 1, 2, ...) is min(Cap, Base·2^(n-1)), then jittered. The
+// zero value never waits, as reqwest resends at once.
+type Backoff struct {
+	Base   time.Duration // the first wait before jitter; 0: no wait at all
+	Cap    time.Duration // the longest wait before jitter; 0: no cap
+	Jitter Jitter
+}
+
+// New returns a fresh go-retry backoff for one operation; go-retry backoffs
+// hold state, so one must never be shared. rnd returns values in [0, 1)
+// and must be safe for concurrent use; nil means math/rand/v2.
+func (b Backoff) New(rnd func() float64) retry.Backoff {
+	if b.Base <= 0 {
+		return retry.BackoffFunc(func() (time.Duration, bool) { return 0, false })
+	}
+	next := retry.NewExponential(b.Base)
+	if b.Cap > 0 {
+		next = retry.WithCappedDuration(b.Cap, next)
+	}
+	switch b.Jitter {
+	case JitterFull:
+		next = WithFullJitter(rnd, next)
+	case JitterTenPercent:
+		next = WithProportionalJitter(0.1, rnd, next)
+	}
+	return next
+}
+
+// WithFullJitter returns a backoff that waits floor(r·d) for each wait d
+// of next, with r from rnd (nil: math/rand/v2). Unlike go-retry's own
+// WithFullJitter, its randomness can be fixed, as seed 004 does with r=0.5.
+func WithFullJitter(rnd func() float64, next retry.Backoff) retry.Backoff {
+	rnd = orDefault(rnd)
+	return retry.BackoffFunc(func() (time.Duration, bool) {
+		d, stop := next.Next()
+		if stop {
+			return 0, true
+		}
+		return clamp(rnd() * float64(d)), false
+	})
+}
+
+// WithProportionalJitter returns a backoff that waits d × [1-f, 1+f) for
+// each wait d of next, with randomness from rnd (nil: math/rand/v2).
+func WithProportionalJitter(f float64, rnd func() float64, next retry.Backoff) retry.Backoff {
+	rnd = orDefault(rnd)
+	return retry.BackoffFunc(func() (time.Duration, bool) {
+		d, stop := next.Next()
+		if stop {
+			return 0, true
+		}
+		return clamp(float64(d) * (1 - f + 2*f*rnd())), false
+	})
+}
+
+// clamp converts f to a Duration without overflowing.
+func clamp(f float64) time.Duration {
+	if f >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(max(f, 0))
+}

@@ -1,0 +1,80 @@
+package policy
+
+import "net/http"
+
+// StopReason says why a logical operation ended. The values are stable
+// strings, used in reports, telemetry and the lab.
+type StopReason string
+
+const (
+	StopSuccess               StopReason = "success"                 // a response the classifier accepts
+	StopNonRetryable          StopReason = "non-retryable"           // a result the classifier will not retry
+	StopAttemptsExhausted     StopReason = "attempts-exhausted"      // retryable, but no attempts left
+	StopBudgetExhausted       StopReason = "budget-exhausted"        // retryable, but the retry budget is empty
+	StopDeadline              StopReason = "deadline"                // the total deadline passed
+	StopAttemptTimeout        StopReason = "attempt-timeout"         // the last attempt ran out of time and is not retried
+	StopWaitExceedsBudget     StopReason = "wait-exceeds-budget"     // the next wait would end after the deadline
+	StopUnsupportedRetryAfter StopReason = "unsupported-retry-after" // a Retry-After hint the policy cannot honour
+	StopCancelled             StopReason = "cancelled"               // the caller cancelled
+	StopBodyNotReplayable     StopReason = "body-not-replayable"     // retryable, but the body cannot be sent again
+	StopNotIdempotent         StopReason = "not-idempotent"          // retryable, but the request may have had effects
+	StopOutOfScope            StopReason = "out-of-scope"            // the request is outside the policy's scope
+)
+
+// Processed says whether the server may already have acted on an attempt.
+type Processed uint8
+
+const (
+	// NotSent: the request never reached the server (dial failed, stream
+	// refused, nothing written); resending cannot duplicate an effect.
+	NotSent Processed = iota + 1
+	// SentNoResponse: the request was sent, at least in part, and no
+	// response arrived; the server may have acted.
+	SentNoResponse
+	// Responded: a response arrived.
+	Responded
+)
+
+func (p Processed) String() string {
+	switch p {
+	case NotSent:
+		return "not-sent"
+	case SentNoResponse:
+		return "sent-no-response"
+	case Responded:
+		return "responded"
+	}
+	return "unknown"
+}
+
+// Attempt is what a classifier sees of one finished attempt.
+type Attempt struct {
+	Request   *http.Request  // the request as the caller made it
+	Response  *http.Response // nil when Err is set; its body must not be read
+	Err       error          // the transport's error, nil when a response arrived
+	Number    int            // 1 for the first attempt
+	Processed Processed
+}
+
+// Decision is a classifier's verdict on one attempt.
+type Decision struct {
+	// Retry asks for another attempt; the engine may still refuse it
+	// (attempts, budget, body, time) and then reports its own stop reason.
+	Retry bool
+	// Stop is why the operation ends when Retry is false.
+	Stop StopReason
+	// Cause names what made the attempt retryable, when Retry is true:
+	// "status", "timeout", "connection", "protocol" or "error". It is a
+	// low-cardinality label for metrics.
+	Cause string
+}
+
+// Retry returns a Decision to retry for cause.
+func Retry(cause string) Decision { return Decision{Retry: true, Cause: cause} }
+
+// Stop returns a Decision to stop for reason.
+func Stop(reason StopReason) Decision { return Decision{Stop: reason} }
+
+// A Classifier decides whether an attempt is retried. It must be safe for
+// concurrent use and must not read the response body.
+type Classifier func(Attempt) Decision

@@ -1,0 +1,15 @@
+// Package policy holds the pure decisions of a retry: what to retry
+// (classifiers, idempotency, retryable statuses, what the server may already
+// have processed), when (backoff built on github.com/sethvargo/go-retry,
+// Retry-After hints, per-attempt and total time limits) and how much
+// (attempt limits). It does no I/O and never sleeps; package engine carries
+// the decisions out.
+//
+// A [Policy] is a plain struct. Start from a preset — [Default] (ours, safe),
+// [Python] (seed 001) or [Node] (seed 004) — and change fields; [Policy.Validate]
+// reports invalid values as a [*ConfigError] before any request is sent.
+//
+// Every decision on the success path is allocation-free, and every value here
+// is safe for concurrent use once built: a Policy holds no per-operation
+// state (each operation gets a fresh backoff from [Backoff.New]).
+package policy

@@ -1,0 +1,25 @@
+package policy
+
+import "net/http"
+
+// IdempotentMethod reports whether method is idempotent per RFC 9110 §9.2.2:
+// GET, HEAD, OPTIONS, TRACE, PUT and DELETE.
+func IdempotentMethod(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete, "":
+		return true // "" means GET in net/http
+	}
+	return false
+}
+
+// Idempotent reports whether req may be repeated without changing its
+// effect: an idempotent method, or an Idempotency-Key / X-Idempotency-Key
+// header that lets the server deduplicate.
+func Idempotent(req *http.Request) bool {
+	return IdempotentMethod(req.Method) || hasIdempotencyKey(req.Header)
+}
+
+func hasIdempotencyKey(h http.Header) bool {
+	// Direct map reads: canonical keys, no allocation.
+	return len(h["Idempotency-Key"]) > 0 || len(h["X-Idempotency-Key"]) > 0
+}

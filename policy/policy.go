@@ -1,0 +1,135 @@
+package policy
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Policy is everything that decides the retries of one logical operation.
+// It is a plain value: copy a preset and change fields. Validate it, or let
+// the engine do so when it is built; a Policy in use must not be modified.
+type Policy struct {
+	// Name labels the policy in reports and the lab, e.g. "default".
+	Name string
+	// MaxAttempts counts every attempt, the first included: 1 never
+	// retries. It must be between 1 and MaxAttemptsLimit.
+	MaxAttempts int
+	// AttemptTimeout bounds each attempt, from sending to the end of its
+	// body; an attempt gets min(AttemptTimeout, time left). 0: no limit.
+	AttemptTimeout time.Duration
+	// Timeout bounds the whole operation: attempts, waits and the read of
+	// the final body. The caller's context deadline applies too; the earlier
+	// one wins. 0: only the caller's context.
+	Timeout time.Duration
+	// Classify decides what is retried. Required.
+	Classify Classifier
+	// Backoff shapes the waits between attempts.
+	Backoff Backoff
+	// RetryAfter says how server hints are used.
+	RetryAfter RetryAfter
+	// Rand is the jitter's randomness, values in [0, 1), safe for
+	// concurrent use. nil: math/rand/v2.
+	Rand func() float64
+}
+
+// MaxAttemptsLimit is the largest MaxAttempts a policy accepts.
+const MaxAttemptsLimit = 10_000
+
+// HintUse is how a server's Retry-After combines with the backoff.
+type HintUse uint8
+
+const (
+	// HintAtLeast waits max(hint, backoff): never less than the server
+	// asked, and never less than the policy would. The default.
+	HintAtLeast HintUse = iota
+	// HintOverride waits exactly the hint instead of the backoff.
+	HintOverride
+	// HintIgnore never reads Retry-After.
+	HintIgnore
+)
+
+// RetryAfter configures the use of Retry-After hints. A hint is never
+// shortened: if it ends after the deadline, or is longer than Max, the
+// operation stops with wait-exceeds-budget instead of waiting less.
+type RetryAfter struct {
+	Use HintUse
+	// Fractions accepts decimal seconds such as "0.2", as Python's float()
+	// does; RFC 9110 allows only whole seconds.
+	Fractions bool
+	// Dates says which HTTP-date forms are accepted.
+	Dates DateForms
+	// StopOnUnsupported ends the operation with unsupported-retry-after
+	// when a hint cannot be parsed; otherwise the hint is ignored, the
+	// backoff used, and the pitfall retry-after-ignored reported.
+	StopOnUnsupported bool
+	// Max is the longest hint that is honoured. 0: only the deadline limits it.
+	Max time.Duration
+}
+
+// Parse parses a Retry-After value under these rules; ok is false for a
+// value they do not support.
+func (r RetryAfter) Parse(value string, now time.Time) (wait time.Duration, ok bool) {
+	return parseRetryAfter(value, now, r.Fractions, r.Dates)
+}
+
+// DateForms are the HTTP-date forms a Retry-After may use.
+type DateForms uint8
+
+const (
+	// DatesAll accepts IMF-fixdate and the obsolete RFC 850 and asctime
+	// forms, as RFC 9110 asks of recipients. The default.
+	DatesAll DateForms = iota
+	// DatesIMFOnly accepts only IMF-fixdate, as seed 004 does.
+	DatesIMFOnly
+	// DatesNone accepts seconds only, as seed 001 does.
+	DatesNone
+)
+
+// ConfigError reports an invalid policy field.
+type ConfigError struct {
+	Field  string
+	Value  any
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("policy: %s = %v: %s", e.Field, e.Value, e.Reason)
+}
+
+// Validate reports the first invalid field as a *ConfigError.
+func (p *Policy) Validate() error {
+	bad := func(field string, value any, reason string) error {
+		return &ConfigError{Field: field, Value: value, Reason: reason}
+	}
+	switch {
+	case p.MaxAttempts < 1 || p.MaxAttempts > MaxAttemptsLimit:
+		return bad("MaxAttempts", p.MaxAttempts, fmt.Sprintf("must be between 1 and %d", MaxAttemptsLimit))
+	case p.AttemptTimeout < 0:
+		return bad("AttemptTimeout", p.AttemptTimeout, "must not be negative")
+	case p.Timeout < 0:
+		return bad("Timeout", p.Timeout, "must not be negative")
+	case p.Classify == nil:
+		return bad("Classify", nil, "required")
+	case p.Backoff.Base < 0:
+		return bad("Backoff.Base", p.Backoff.Base, "must not be negative")
+	case p.Backoff.Cap < 0:
+		return bad("Backoff.Cap", p.Backoff.Cap, "must not be negative")
+	case p.Backoff.Jitter > JitterTenPercent:
+		return bad("Backoff.Jitter", p.Backoff.Jitter, "unknown jitter")
+	case p.RetryAfter.Use > HintIgnore:
+		return bad("RetryAfter.Use", p.RetryAfter.Use, "unknown use")
+	case p.RetryAfter.Dates > DatesNone:
+		return bad("RetryAfter.Dates", p.RetryAfter.Dates, "unknown date forms")
+	case p.RetryAfter.Max < 0:
+		return bad("RetryAfter.Max", p.RetryAfter.Max, "must not be negative")
+	}
+	return nil
+}
+
+func orDefault(rnd func() float64) func() float64 {
+	if rnd == nil {
+		return rand.Float64
+	}
+	return rnd
+}

@@ -1,0 +1,76 @@
+package policy
+
+import (
+	"net/http"
+	"time"
+)
+
+// Default returns retrystack's own safe policy: 3 attempts; only idempotent
+// or keyed requests are retried, and others only when the attempt was never
+// sent; statuses 408, 425, 429, 500, 502, 503, 504 and transient transport
+// errors; full-jitter backoff from 100 ms capped at 8 s; Retry-After honoured
+// (never shortened, at most a minute).
+func Default() Policy {
+	return Policy{
+		Name:        "default",
+		MaxAttempts: 3,
+		Classify: Rules{
+			Statuses:           RetryableStatuses(),
+			Errors:             ErrorKind.Transient,
+			Safe:               Idempotent,
+			ResendUnsentUnsafe: true,
+		}.Classify,
+		Backoff:    Backoff{Base: 100 * time.Millisecond, Cap: 8 * time.Second},
+		RetryAfter: RetryAfter{Max: time.Minute},
+	}
+}
+
+// Python returns seed 001's hand-written standard-library client: 4
+// attempts within a 20 s total budget, 5 s per attempt; only GET, HEAD, PUT,
+// DELETE and OPTIONS (or a request with an Idempotency-Key) are retried, on
+// 408, 425, 429, 500, 502, 503, 504 and transient transport errors;
+// full-jitter backoff from 0.5 s capped at 8 s; a Retry-After in seconds,
+// fractions included, replaces the backoff (a date is ignored).
+func Python() Policy {
+	return Policy{
+		Name:           "python",
+		MaxAttempts:    4,
+		AttemptTimeout: 5 * time.Second,
+		Timeout:        20 * time.Second,
+		Classify: Rules{
+			Statuses: RetryableStatuses(),
+			Errors:   ErrorKind.Transient,
+			Safe:     pythonSafe,
+		}.Classify,
+		Backoff:    Backoff{Base: 500 * time.Millisecond, Cap: 8 * time.Second},
+		RetryAfter: RetryAfter{Use: HintOverride, Fractions: true, Dates: DatesNone},
+	}
+}
+
+func pythonSafe(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodDelete, http.MethodOptions, "":
+		return true
+	}
+	return hasIdempotencyKey(req.Header)
+}
+
+// Node returns seed 004's careful GET-only client: 3 attempts within 4 s,
+// 1 s per attempt (the body read included); only GET on 429 and 503;
+// full-jitter backoff floor(r·min(200 ms, 50 ms·2^(n-1))); Retry-After in
+// whole seconds or IMF-fixdate, waiting the larger of hint and backoff, and
+// stopping with unsupported-retry-after on anything else.
+func Node() Policy {
+	return Policy{
+		Name:           "node",
+		MaxAttempts:    3,
+		AttemptTimeout: time.Second,
+		Timeout:        4 * time.Second,
+		Classify: Rules{
+			Statuses: NewStatusSet(http.StatusTooManyRequests, http.StatusServiceUnavailable),
+			Safe:     func(req *http.Request) bool { return req.Method == http.MethodGet || req.Method == "" },
+		}.Classify,
+		Backoff:    Backoff{Base: 50 * time.Millisecond, Cap: 200 * time.Millisecond},
+		RetryAfter: RetryAfter{Dates: DatesIMFOnly, StopOnUnsupported: true},
+	}
+}

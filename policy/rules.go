@@ -1,0 +1,50 @@
+package policy
+
+import "net/http"
+
+// Rules builds the usual classifier from its parts. Its Classify method is
+// a [Classifier]; a Rules value is read-only once in use.
+type Rules struct {
+	// Statuses are the response statuses to retry. Other statuses stop the
+	// operation: below 400 as a success, from 400 on as non-retryable.
+	Statuses StatusSet
+	// Errors picks the transport errors to retry; nil retries none.
+	Errors func(ErrorKind) bool
+	// Safe picks the requests that may be retried whatever happened to
+	// them; nil means every request. The others stop with not-idempotent.
+	// Operations without a request (Attempt.Request nil) are always safe.
+	Safe func(*http.Request) bool
+	// ResendUnsentUnsafe lets a request Safe refuses be retried when the
+	// attempt was not sent, so it cannot have had an effect.
+	ResendUnsentUnsafe bool
+}
+
+// Classify decides on one attempt. It does not allocate.
+func (r Rules) Classify(a Attempt) Decision {
+	cause := "status"
+	switch {
+	case a.Err == nil && a.Response == nil:
+		return Stop(StopSuccess) // an operation other than HTTP succeeded
+	case a.Err == nil:
+		code := a.Response.StatusCode
+		if !r.Statuses.Has(code) {
+			if code < 400 {
+				return Stop(StopSuccess)
+			}
+			return Stop(StopNonRetryable)
+		}
+	default:
+		kind := KindOf(a.Err)
+		if kind == ErrorCanceled {
+			return Stop(StopCancelled)
+		}
+		if r.Errors == nil || !r.Errors(kind) {
+			return Stop(StopNonRetryable)
+		}
+		cause = kind.cause()
+	}
+	if r.Safe != nil && a.Request != nil && !r.Safe(a.Request) && !(r.ResendUnsentUnsafe && a.Processed == NotSent) {
+		return Stop(StopNotIdempotent)
+	}
+	return Retry(cause)
+}
