@@ -33,7 +33,6 @@ func TestDefaultRunReproducesEveryRow(t *testing.T) {
 	}
 }
 
-
 func TestJSONLines(t *testing.T) {
 	code, out, stderr := runLab(t, "-json")
 	if code != 0 {
