@@ -1,0 +1,70 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
+)
+
+// Op is an operation other than an HTTP request — a stream, an RPC — for
+// Do to run under the engine's policy.
+type Op[T any] struct {
+	// Attempt performs attempt n (1 for the first). ctx carries the
+	// attempt's deadline and ends when Do returns.
+	Attempt func(ctx context.Context, n int) (T, error)
+	// Classify decides on an attempt. nil uses the policy's classifier
+	// with only the error and the attempt number set, so a nil error is a
+	// success.
+	Classify func(n int, v T, err error) policy.Decision
+	// Discard releases a result that Do will not return. nil: nothing to
+	// release.
+	Discard func(v T)
+}
+
+// Do runs op under e's policy and returns its result, the operation's
+// report and, when it ended without a result, an *Error.
+func Do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
+	rep := &Report{Policy: e.p.Name}
+	v, err := run(ctx, e, &funcOp[T]{e: e, op: op}, rep)
+	return v, rep, err
+}
+
+type funcOp[T any] struct {
+	e  *Engine
+	op Op[T]
+}
+
+func (o *funcOp[T]) attempt(ctx context.Context, n int) (T, attemptInfo, error) {
+	v, err := o.op.Attempt(ctx, n)
+	info := attemptInfo{processed: policy.Responded}
+	if err != nil {
+		info.processed = policy.SentNoResponse
+	}
+	return v, info, err
+}
+
+func (o *funcOp[T]) decide(n int, v T, _ attemptInfo, err error) policy.Decision {
+	if o.op.Classify != nil {
+		return o.op.Classify(n, v, err)
+	}
+	return o.e.p.Classify(policy.Attempt{Err: err, Number: n})
+}
+
+func (o *funcOp[T]) status(T) int                          { return 0 }
+func (o *funcOp[T]) hint(T) string                         { return "" }
+func (o *funcOp[T]) replayable() bool                      { return true }
+func (o *funcOp[T]) unsafe(attemptInfo) bool               { return false }
+func (o *funcOp[T]) statusError(T) *middleware.StatusError { return nil }
+func (o *funcOp[T]) abandon()                              {}
+
+func (o *funcOp[T]) discard(v T) {
+	if o.op.Discard != nil {
+		o.op.Discard(v)
+	}
+}
+
+func (o *funcOp[T]) keep(v T, d deadlines) T {
+	d.release()
+	return v
+}

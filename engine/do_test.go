@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/retrystack/retrystack/policy"
+)
+
+func TestDo(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	p := policy.Default()
+	p.Rand = func() float64 { return 0.5 }
+	e, err := New(Config{Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.now, e.sleep = clk.now, clk.sleep
+
+	// A stream that breaks twice (an EOF mid-stream), then delivers.
+	var discarded []string
+	v, rep, err := Do(context.Background(), e, Op[string]{
+		Attempt: func(ctx context.Context, n int) (string, error) {
+			if n < 3 {
+				return "partial", io.ErrUnexpectedEOF
+			}
+			return "whole", nil
+		},
+		Discard: func(v string) { discarded = append(discarded, v) },
+	})
+	if err != nil || v != "whole" {
+		t.Fatalf("Do = %q, %v", v, err)
+	}
+	if rep.Stop != policy.StopSuccess || len(rep.Attempts) != 3 {
+		t.Errorf("report: stop %s, %d attempts", rep.Stop, len(rep.Attempts))
+	}
+	if diff := cmp.Diff([]time.Duration{50 * ms, 100 * ms}, rep.PlannedWaits); diff != "" {
+		t.Errorf("waits (-want +got):\n%s", diff)
+	}
+	if len(discarded) != 0 {
+		t.Errorf("discarded %q: results that came with an error are not the loop's to release", discarded)
+	}
+
+	// A custom classifier retries a value, not an error; the loop releases
+	// the values it throws away.
+	v, rep, err = Do(context.Background(), e, Op[string]{
+		Attempt:  func(ctx context.Context, n int) (string, error) { return "stale", nil },
+		Classify: func(n int, v string, err error) policy.Decision { return policy.Retry("stale") },
+		Discard:  func(v string) { discarded = append(discarded, v) },
+	})
+	if err != nil || v != "stale" || rep.Stop != policy.StopAttemptsExhausted {
+		t.Errorf("Do = %q, %v, stop %s; want the last value, attempts-exhausted", v, err, rep.Stop)
+	}
+	if diff := cmp.Diff([]string{"stale", "stale"}, discarded); diff != "" {
+		t.Errorf("discarded (-want +got):\n%s", diff)
+	}
+
+	// Errors the classifier will not retry end the operation with an *Error.
+	permanent := errors.New("permanent")
+	_, rep, err = Do(context.Background(), e, Op[int]{
+		Attempt: func(context.Context, int) (int, error) { return 0, permanent },
+	})
+	var ee *Error
+	if !errors.As(err, &ee) || !errors.Is(err, permanent) || rep.Stop != policy.StopNonRetryable {
+		t.Errorf("error %v, stop %s", err, rep.Stop)
+	}
+}
+
+// The attempt's context ends when Do returns, so nothing started under it
+// outlives the operation.
+func TestDoEndsAttemptContext(t *testing.T) {
+	p := policy.Default()
+	p.AttemptTimeout = time.Hour
+	e, err := New(Config{Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ctx context.Context
+	Do(context.Background(), e, Op[int]{Attempt: func(c context.Context, _ int) (int, error) { ctx = c; return 1, nil }})
+	if ctx.Err() == nil {
+		t.Error("attempt context still live after Do returned")
+	}
+}

@@ -1,0 +1,532 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/rttest"
+	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// clock is virtual time: sleeps return at once and move it forward.
+type clock struct {
+	mu     sync.Mutex
+	t      time.Time
+	slept  []time.Duration
+	during func() // runs inside each sleep, before it returns
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	c.slept = append(c.slept, d)
+	c.t = c.t.Add(d)
+	during := c.during
+	c.mu.Unlock()
+	if during != nil {
+		during()
+	}
+	return ctx.Err()
+}
+
+type fixture struct {
+	t      *testing.T
+	srv    *faultserver.Server
+	client *http.Client
+	clock  *clock
+	events []string
+}
+
+// setup returns a fault server and a client whose only layer is the retry
+// layer of an engine for p, on virtual time with jitter fixed at 0.5.
+func setup(t *testing.T, p policy.Policy, cfg ...func(*Config)) *fixture {
+	t.Helper()
+	srv, err := faultserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, srv: srv, clock: &clock{t: time.Now()}}
+	p.Rand = func() float64 { return 0.5 }
+	c := Config{Policy: p, Hooks: Hooks{
+		OnAttempt: func(ev AttemptEvent) { f.events = append(f.events, "attempt") },
+		OnRetry:   func(ev RetryEvent) { f.events = append(f.events, "retry") },
+		OnGiveUp:  func(r *Report) { f.events = append(f.events, "give-up:"+string(r.Stop)) },
+		OnPitfall: func(ev PitfallEvent) { f.events = append(f.events, "pitfall:"+string(ev.Pitfall)) },
+	}}
+	for _, fn := range cfg {
+		fn(&c)
+	}
+	e, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.now, e.sleep = f.clock.now, f.clock.sleep
+	tr := &http.Transport{}
+	f.client = &http.Client{Transport: e.Layer().Wrap(tr)}
+	t.Cleanup(func() {
+		f.client.CloseIdleConnections()
+		srv.Close()
+	})
+	return f
+}
+
+func (f *fixture) url(path string) string {
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	return f.srv.URL() + path + sep + "key=" + f.t.Name()
+}
+
+// send performs one request; body "" sends none, and stream=true hides
+// GetBody so the body cannot be replayed.
+func (f *fixture) send(ctx context.Context, method, path, body string, stream bool, header ...string) (*http.Response, *Report, error) {
+	f.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+		if stream {
+			rd = io.NopCloser(rd)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, f.url(path), rd)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		var ee *Error
+		var xe *ExhaustedError
+		switch {
+		case errors.As(err, &ee):
+			return nil, ee.Report, err
+		case errors.As(err, &xe):
+			return nil, xe.Report, err
+		}
+		f.t.Fatalf("error %v carries no report", err)
+	}
+	rep := ReportOf(resp)
+	if rep == nil {
+		f.t.Fatal("response carries no report")
+	}
+	return resp, rep, nil
+}
+
+func (f *fixture) requests() int {
+	n := 0
+	for _, e := range f.srv.Log() {
+		if e.Key == f.t.Name() {
+			n++
+		}
+	}
+	return n
+}
+
+// outcome is what a test checks of an operation.
+type outcome struct {
+	Status   int // 0 for an error
+	Requests int
+	Stop     policy.StopReason
+	Waits    []time.Duration
+	Pitfalls []Pitfall
+}
+
+func (f *fixture) outcome(resp *http.Response, rep *Report) outcome {
+	o := outcome{Requests: f.requests(), Stop: rep.Stop, Waits: rep.PlannedWaits, Pitfalls: rep.Pitfalls}
+	if resp != nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		o.Status = resp.StatusCode
+		o.Stop = rep.Stop // a body read may have changed it
+	}
+	return o
+}
+
+const ms = time.Millisecond
+
+func TestStopReasons(t *testing.T) {
+	naive := policy.Default()
+	naive.Classify = policy.Rules{Statuses: policy.RetryableStatuses(), Errors: func(policy.ErrorKind) bool { return true }}.Classify
+	tests := []struct {
+		name           string
+		p              policy.Policy
+		method, path   string
+		body           string
+		stream         bool
+		want           outcome
+		wantEvents     []string
+		failOnExhausts bool
+		header         []string
+	}{
+		{
+			name: "success after two 503s", p: policy.Default(), method: "GET", path: "/fail/2/503",
+			want:       outcome{Status: 200, Requests: 3, Stop: policy.StopSuccess, Waits: []time.Duration{50 * ms, 100 * ms}},
+			wantEvents: []string{"attempt", "retry", "attempt", "retry", "attempt"},
+		},
+		{
+			name: "404 is not retried", p: policy.Default(), method: "GET", path: "/s/404",
+			want:       outcome{Status: 404, Requests: 1, Stop: policy.StopNonRetryable},
+			wantEvents: []string{"attempt", "give-up:non-retryable"},
+		},
+		{
+			name: "exhausted hands back the 503", p: policy.Default(), method: "GET", path: "/s/503",
+			want: outcome{Status: 503, Requests: 3, Stop: policy.StopAttemptsExhausted, Waits: []time.Duration{50 * ms, 100 * ms},
+				Pitfalls: []Pitfall{PitfallExhaustedRetryableStatus}},
+			wantEvents: []string{"attempt", "retry", "attempt", "retry", "attempt", "pitfall:exhausted-retryable-status", "give-up:attempts-exhausted"},
+		},
+		{
+			name: "POST on 503 is sent once", p: policy.Default(), method: "POST", path: "/orders", body: "item",
+			want:       outcome{Status: 503, Requests: 1, Stop: policy.StopNotIdempotent},
+			wantEvents: []string{"attempt", "give-up:not-idempotent"},
+		},
+		{
+			name: "keyed POST is retried", p: policy.Default(), method: "POST", path: "/fail/1/503", body: "item", header: []string{"Idempotency-Key", "k-1"},
+			want: outcome{Status: 200, Requests: 2, Stop: policy.StopSuccess, Waits: []time.Duration{50 * ms}},
+		},
+		{
+			name: "naive classifier sends the POST three times", p: naive, method: "POST", path: "/orders", body: "item",
+			want: outcome{Status: 503, Requests: 3, Stop: policy.StopAttemptsExhausted, Waits: []time.Duration{50 * ms, 100 * ms},
+				Pitfalls: []Pitfall{PitfallNonIdempotentRetried, PitfallNonIdempotentRetried, PitfallExhaustedRetryableStatus}},
+		},
+		{
+			name: "streaming body is not replayed", p: naive, method: "POST", path: "/s/503", body: "item", stream: true,
+			want: outcome{Status: 503, Requests: 1, Stop: policy.StopBodyNotReplayable,
+				Pitfalls: []Pitfall{PitfallBodyNotReplayable, PitfallExhaustedRetryableStatus}},
+		},
+		{
+			name: "transport errors exhaust attempts", p: policy.Default(), method: "GET", path: "/abort",
+			want:       outcome{Requests: 3, Stop: policy.StopAttemptsExhausted, Waits: []time.Duration{50 * ms, 100 * ms}},
+			wantEvents: []string{"attempt", "retry", "attempt", "retry", "attempt", "give-up:attempts-exhausted"},
+		},
+		{
+			name: "POST lost after write is not resent", p: policy.Default(), method: "POST", path: "/write?drop=1", body: "pay",
+			want: outcome{Requests: 1, Stop: policy.StopNotIdempotent},
+		},
+		{
+			name: "FailOnExhausted turns the 503 into an error", p: policy.Default(), method: "GET", path: "/s/503", failOnExhausts: true,
+			want: outcome{Requests: 3, Stop: policy.StopAttemptsExhausted, Waits: []time.Duration{50 * ms, 100 * ms}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := setup(t, tt.p, func(c *Config) { c.FailOnExhausted = tt.failOnExhausts })
+			resp, rep, err := f.send(context.Background(), tt.method, tt.path, tt.body, tt.stream, tt.header...)
+			if (err != nil) != (tt.want.Status == 0) {
+				t.Fatalf("error %v, want status %d", err, tt.want.Status)
+			}
+			if diff := cmp.Diff(tt.want, f.outcome(resp, rep)); diff != "" {
+				t.Errorf("outcome (-want +got):\n%s", diff)
+			}
+			if tt.wantEvents != nil {
+				if diff := cmp.Diff(tt.wantEvents, f.events); diff != "" {
+					t.Errorf("hook events (-want +got):\n%s", diff)
+				}
+			}
+			if diff := cmp.Diff(tt.want.Waits, f.clock.slept); diff != "" {
+				t.Errorf("slept (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFailOnExhaustedCarriesLastResponse(t *testing.T) {
+	f := setup(t, policy.Default(), func(c *Config) { c.FailOnExhausted = true })
+	_, _, err := f.send(context.Background(), "GET", "/s/503?retry-after=0&size=5000", "", false)
+	var xe *ExhaustedError
+	if !errors.As(err, &xe) {
+		t.Fatalf("error %v is not an *ExhaustedError", err)
+	}
+	var se *middleware.StatusError
+	if !errors.As(err, &se) || se.StatusCode != 503 || len(se.Body) != middleware.DefaultStatusBodyLimit || !se.Truncated {
+		t.Errorf("last response: %+v", se)
+	}
+	if len(xe.Report.Attempts) != 3 || xe.Report.Stop != policy.StopAttemptsExhausted {
+		t.Errorf("report: %d attempts, stop %s", len(xe.Report.Attempts), xe.Report.Stop)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	node := policy.Node()
+	python := policy.Python()
+	tests := []struct {
+		name string
+		p    policy.Policy
+		path string
+		want outcome
+	}{
+		{"node waits the larger: hint", node, "/fail/1/429?retry-after=1", outcome{Status: 200, Requests: 2, Stop: policy.StopSuccess, Waits: []time.Duration{time.Second}}},
+		{"node waits the larger: backoff", node, "/fail/1/503?retry-after=0", outcome{Status: 200, Requests: 2, Stop: policy.StopSuccess, Waits: []time.Duration{25 * ms}}},
+		{"python's hint overrides", python, "/fail/2/503?retry-after=0.2", outcome{Status: 200, Requests: 3, Stop: policy.StopSuccess, Waits: []time.Duration{200 * ms, 200 * ms}}},
+		{"node refuses fractions", node, "/s/503?retry-after=1.5", outcome{Status: 503, Requests: 1, Stop: policy.StopUnsupportedRetryAfter, Pitfalls: []Pitfall{PitfallExhaustedRetryableStatus}}},
+		{"hint beyond the deadline", node, "/s/503?retry-after=60", outcome{Status: 503, Requests: 1, Stop: policy.StopWaitExceedsBudget, Pitfalls: []Pitfall{PitfallExhaustedRetryableStatus}}},
+		{"hint beyond Max", policy.Default(), "/s/503?retry-after=61", outcome{Status: 503, Requests: 1, Stop: policy.StopWaitExceedsBudget, Pitfalls: []Pitfall{PitfallExhaustedRetryableStatus}}},
+		{"garbage hint is ignored", policy.Default(), "/fail/1/503?retry-after=soon", outcome{Status: 200, Requests: 2, Stop: policy.StopSuccess, Waits: []time.Duration{50 * ms}, Pitfalls: []Pitfall{PitfallRetryAfterIgnored}}},
+		{"date hint", policy.Default(), "/fail/1/503?retry-after-in=30s", outcome{Status: 200, Requests: 2, Stop: policy.StopSuccess}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := setup(t, tt.p)
+			resp, rep, err := f.send(context.Background(), "GET", tt.path, "", false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := f.outcome(resp, rep)
+			if tt.name == "date hint" {
+				// An HTTP-date has one-second resolution and the server's
+				// clock is real: the wait is within a second of 30 s.
+				if len(got.Waits) != 1 || got.Waits[0] <= 28*time.Second || got.Waits[0] > 30*time.Second {
+					t.Errorf("waits %v, want about 30s", got.Waits)
+				}
+				got.Waits = nil
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("outcome (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTime(t *testing.T) {
+	t.Run("attempt timeout not retried", func(t *testing.T) {
+		p := policy.Node()
+		p.AttemptTimeout = 20 * ms
+		f := setup(t, p)
+		_, rep, err := f.send(context.Background(), "GET", "/slow/headers?delay=1h", "", false)
+		var te *middleware.TimeoutError
+		if err == nil || errors.As(err, &te) {
+			t.Fatalf("error %v", err)
+		}
+		if diff := cmp.Diff(outcome{Requests: 1, Stop: policy.StopAttemptTimeout}, f.outcome(nil, rep)); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+	})
+	t.Run("attempt timeout retried", func(t *testing.T) {
+		p := policy.Default()
+		p.AttemptTimeout = 20 * ms
+		f := setup(t, p)
+		_, rep, err := f.send(context.Background(), "GET", "/slow/headers?delay=1h", "", false)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("error %v, want deadline exceeded", err)
+		}
+		want := outcome{Requests: 3, Stop: policy.StopAttemptsExhausted, Waits: []time.Duration{50 * ms, 100 * ms}}
+		if diff := cmp.Diff(want, f.outcome(nil, rep)); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+	})
+	t.Run("total deadline", func(t *testing.T) {
+		p := policy.Default()
+		p.Timeout = 20 * ms
+		f := setup(t, p)
+		_, rep, err := f.send(context.Background(), "GET", "/slow/headers?delay=1h", "", false)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("error %v, want deadline exceeded", err)
+		}
+		if diff := cmp.Diff(outcome{Requests: 1, Stop: policy.StopDeadline}, f.outcome(nil, rep)); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+	})
+	t.Run("caller's deadline", func(t *testing.T) {
+		f := setup(t, policy.Default())
+		ctx, cancel := context.WithTimeout(context.Background(), 20*ms)
+		defer cancel()
+		_, rep, _ := f.send(ctx, "GET", "/slow/headers?delay=1h", "", false)
+		if diff := cmp.Diff(outcome{Requests: 1, Stop: policy.StopDeadline}, f.outcome(nil, rep)); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+	})
+	for _, tt := range []struct {
+		name    string
+		timeout time.Duration
+		attempt time.Duration
+		want    policy.StopReason
+	}{
+		{"slow body, attempt timeout", 0, 100 * ms, policy.StopAttemptTimeout},
+		{"slow body, total deadline", 100 * ms, 0, policy.StopDeadline},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := policy.Node()
+			p.Timeout, p.AttemptTimeout = tt.timeout, tt.attempt
+			f := setup(t, p)
+			resp, rep, err := f.send(context.Background(), "GET", "/slow/body?delay=1h", "", false)
+			if err != nil {
+				t.Fatalf("headers: %v", err)
+			}
+			if rep.Stop != policy.StopSuccess {
+				t.Errorf("stop before the body is read: %s", rep.Stop)
+			}
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var ee *Error
+			if !errors.As(err, &ee) || ee.Report != rep {
+				t.Errorf("body read error %v does not carry the report", err)
+			}
+			if rep.Stop != tt.want {
+				t.Errorf("stop after the body read: %s, want %s", rep.Stop, tt.want)
+			}
+		})
+	}
+}
+
+func TestCancellation(t *testing.T) {
+	t.Run("before the call", func(t *testing.T) {
+		f := setup(t, policy.Default())
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		body := &closeTracker{Reader: strings.NewReader("x")}
+		req, _ := http.NewRequestWithContext(ctx, "POST", f.url("/s/200"), body)
+		_, err := f.client.Do(req)
+		var ee *Error
+		if !errors.As(err, &ee) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("error %v", err)
+		}
+		if diff := cmp.Diff(outcome{Stop: policy.StopCancelled}, f.outcome(nil, ee.Report)); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+		if !body.closed {
+			t.Error("request body left open")
+		}
+	})
+	t.Run("before the wait", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		f := setup(t, policy.Default(), func(c *Config) { c.Hooks.OnRetry = func(RetryEvent) { cancel() } })
+		_, rep, err := f.send(ctx, "GET", "/s/503", "", false)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("error %v", err)
+		}
+		want := outcome{Requests: 1, Stop: policy.StopCancelled, Waits: []time.Duration{50 * ms}}
+		if diff := cmp.Diff(want, f.outcome(nil, rep)); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+	})
+	t.Run("during the wait", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		f := setup(t, policy.Default())
+		f.clock.during = cancel
+		_, rep, err := f.send(ctx, "GET", "/s/503", "", false)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("error %v", err)
+		}
+		want := outcome{Requests: 1, Stop: policy.StopCancelled, Waits: []time.Duration{50 * ms}}
+		if diff := cmp.Diff(want, f.outcome(nil, rep)); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+	})
+}
+
+type closeTracker struct {
+	io.Reader
+	closed bool
+}
+
+func (c *closeTracker) Close() error { c.closed = true; return nil }
+
+// Discarded bodies are drained so the connection is reused, unless they are
+// longer than DrainLimit.
+func TestDiscardedBodies(t *testing.T) {
+	for _, tt := range []struct {
+		size       int
+		wantReused []bool
+	}{
+		{100, []bool{false, true, true}},
+		{DrainLimit * 4, []bool{false, false, false}},
+	} {
+		f := setup(t, policy.Default())
+		var reused []bool
+		var mu sync.Mutex
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+			mu.Lock()
+			reused = append(reused, i.Reused)
+			mu.Unlock()
+		}})
+		resp, rep, err := f.send(ctx, "GET", "/fail/2/503?size="+strconv.Itoa(tt.size), "", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Attempts) != 3 {
+			t.Fatalf("size %d: %d attempts", tt.size, len(rep.Attempts))
+		}
+		resp.Body.Close()
+		mu.Lock()
+		if diff := cmp.Diff(tt.wantReused, reused); diff != "" {
+			t.Errorf("size %d: connection reused (-want +got):\n%s", tt.size, diff)
+		}
+		mu.Unlock()
+	}
+}
+
+
+func TestProcessedState(t *testing.T) {
+	f := setup(t, policy.Default())
+	_, rep, _ := f.send(context.Background(), "GET", "/abort", "", false)
+	for _, a := range rep.Attempts {
+		if a.Processed != policy.SentNoResponse {
+			t.Errorf("abort: processed %v, want sent-no-response", a.Processed)
+		}
+	}
+	resp, rep, err := f.send(context.Background(), "GET", "/s/200", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := rep.Attempts[0].Processed; got != policy.Responded {
+		t.Errorf("200: processed %v", got)
+	}
+	// Nothing listens: the dial fails before anything is written.
+	closed := f.srv.URL()
+	f.srv.Close()
+	req, _ := http.NewRequest("POST", closed+"/orders", strings.NewReader("x"))
+	_, err = f.client.Do(req)
+	var ee *Error
+	if !errors.As(err, &ee) {
+		t.Fatalf("error %v", err)
+	}
+	if got := ee.Report.Attempts[0].Processed; got != policy.NotSent {
+		t.Errorf("refused: processed %v, want not-sent", got)
+	}
+	if got := len(ee.Report.Attempts); got != 3 {
+		t.Errorf("a POST that was never sent is retried: %d attempts, want 3", got)
+	}
+}
+
+func TestLayerContract(t *testing.T) {
+	e, err := New(Config{Policy: policy.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+	rttest.Contract(t, e.Layer().Wrap)
+}
+
+func TestNewRejectsBadPolicy(t *testing.T) {
+	p := policy.Default()
+	p.MaxAttempts = -1
+	_, err := New(Config{Policy: p})
+	var ce *policy.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "MaxAttempts" {
+		t.Errorf("New: %v, want a *policy.ConfigError for MaxAttempts", err)
+	}
+}

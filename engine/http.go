@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
+
+	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
+)
+
+// DrainLimit is how much of a discarded response body the engine reads so
+// the connection can be reused; a longer body closes the connection instead.
+const DrainLimit = 4 << 10
+
+// Layer returns the HTTP retry layer, named "retry", running every request
+// that passes through it under the engine's policy.
+func (e *Engine) Layer() middleware.Layer {
+	return middleware.Layer{Name: "retry", Wrap: func(next http.RoundTripper) http.RoundTripper {
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		return &Transport{e: e, next: next}
+	}}
+}
+
+// Transport is the HTTP retry layer's RoundTripper. It is safe for
+// concurrent use.
+type Transport struct {
+	e    *Engine
+	next http.RoundTripper
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// RoundTrip sends req, and again as the policy decides. The returned
+// response is the last attempt's; its body keeps obeying the attempt and
+// total deadlines until it is read to the end or closed. An error is an
+// *Error or, with FailOnExhausted, an *ExhaustedError; both carry the
+// Report, as does the response (see ReportOf).
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	rep := &Report{Policy: t.e.p.Name}
+	ctx := context.WithValue(req.Context(), reportKey{}, rep)
+	return run(ctx, t.e, &httpOp{e: t.e, next: t.next, req: req}, rep)
+}
+
+// CloseIdleConnections forwards to the next RoundTripper.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// httpOp is one request under the retry loop.
+type httpOp struct {
+	e    *Engine
+	next http.RoundTripper
+	req  *http.Request
+}
+
+func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInfo, error) {
+	tr := new(wireTrace)
+	r := o.req.WithContext(httptrace.WithClientTrace(ctx, tr.clientTrace()))
+	if n > 1 && o.hasBody() {
+		body, err := o.req.GetBody()
+		if err != nil {
+			return nil, attemptInfo{processed: policy.NotSent}, err
+		}
+		r.Body = body
+	}
+	resp, err := o.next.RoundTrip(r)
+	if err != nil && resp != nil { // a broken RoundTripper: keep the contract
+		resp.Body.Close()
+		resp = nil
+	}
+	info := attemptInfo{processed: policy.Responded, transparent: max(int(tr.conns.Load())-1, 0)}
+	if err != nil {
+		info.processed = policy.SentNoResponse
+		if !tr.wrote.Load() {
+			info.processed = policy.NotSent
+		}
+	}
+	return resp, info, err
+}
+
+// wireTrace watches one attempt on the wire. The transport calls it from
+// its own goroutines, hence the atomics.
+type wireTrace struct {
+	conns atomic.Int32 // connections obtained: one per physical send
+	wrote atomic.Bool  // request headers written
+}
+
+func (t *wireTrace) clientTrace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn:      func(httptrace.GotConnInfo) { t.conns.Add(1) },
+		WroteHeaders: func() { t.wrote.Store(true) },
+	}
+}
+
+func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error) policy.Decision {
+	return o.e.p.Classify(policy.Attempt{Request: o.req, Response: resp, Err: err, Number: n, Processed: info.processed})
+}
+
+func (o *httpOp) status(resp *http.Response) int { return resp.StatusCode }
+
+func (o *httpOp) hint(resp *http.Response) string {
+	if v := resp.Header["Retry-After"]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (o *httpOp) hasBody() bool { return o.req.Body != nil && o.req.Body != http.NoBody }
+
+func (o *httpOp) replayable() bool { return !o.hasBody() || o.req.GetBody != nil }
+
+func (o *httpOp) unsafe(info attemptInfo) bool {
+	return info.processed != policy.NotSent && !policy.Idempotent(o.req)
+}
+
+// discard drains a bounded amount so the connection can be reused, then
+// closes the body.
+func (o *httpOp) discard(resp *http.Response) {
+	io.CopyN(io.Discard, resp.Body, DrainLimit)
+	resp.Body.Close()
+}
+
+func (o *httpOp) statusError(resp *http.Response) *middleware.StatusError {
+	return middleware.ReadStatusError(resp, middleware.DefaultStatusBodyLimit)
+}
+
+func (o *httpOp) abandon() {
+	if o.req.Body != nil {
+		o.req.Body.Close()
+	}
+}
+
+func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
+	if d.none() {
+		return resp
+	}
+	resp.Body = &deadlineBody{rc: resp.Body, d: d}
+	return resp
+}
+
+// deadlineBody keeps an attempt's deadlines alive while the caller reads
+// the body, and records in the report why a read failed.
+type deadlineBody struct {
+	rc io.ReadCloser
+	d  deadlines
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	switch {
+	case err == io.EOF:
+		b.d.release()
+	case err != nil:
+		if stop, ok := b.d.stopFor(); ok {
+			b.d.rep.Stop = stop
+			err = &Error{Report: b.d.rep, Err: err}
+		}
+		b.d.release()
+	}
+	return n, err
+}
+
+func (b *deadlineBody) Close() error {
+	err := b.rc.Close()
+	b.d.release()
+	return err
+}

@@ -1,0 +1,136 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
+)
+
+// Report describes one logical operation. The engine fills it in as the
+// operation runs; once the operation has returned (and the caller has read
+// the final body, whose errors may still set Stop) it is no longer written.
+type Report struct {
+	Policy       string            // the policy's name
+	Attempts     []AttemptRecord   // one per attempt sent, in order
+	PlannedWaits []time.Duration   // the wait planned before each retry
+	Elapsed      time.Duration     // from the start to the return of the operation
+	Stop         policy.StopReason // why the operation ended
+	Pitfalls     []Pitfall         // the pitfalls that fired, in order
+}
+
+// AttemptRecord is one attempt of an operation.
+type AttemptRecord struct {
+	Status    int   // the response status; 0 when Err is set
+	Err       error // the attempt's error
+	Processed policy.Processed
+	// Transparent counts the extra physical sends the transport made on
+	// its own within this attempt (see DESIGN.md, hidden retries).
+	Transparent int
+	Decision    policy.Decision
+}
+
+// TransparentAttempts is the total of physical sends the transport made on
+// its own, beyond the attempts the engine counted.
+func (r *Report) TransparentAttempts() int {
+	n := 0
+	for _, a := range r.Attempts {
+		n += a.Transparent
+	}
+	return n
+}
+
+type reportKey struct{}
+
+// ReportOf returns the report of the operation that produced resp, or nil
+// if no retry layer handled it.
+func ReportOf(resp *http.Response) *Report {
+	if resp == nil || resp.Request == nil {
+		return nil
+	}
+	rep, _ := resp.Request.Context().Value(reportKey{}).(*Report)
+	return rep
+}
+
+// Error is returned when an operation ends without a result: its last
+// attempt failed, or it was cancelled or ran out of time.
+type Error struct {
+	Report *Report
+	Err    error // the last attempt's error, or the context's
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("engine: %s after %d attempt(s): %v", e.Report.Stop, len(e.Report.Attempts), e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ExhaustedError is returned, when Config.FailOnExhausted is set, instead of
+// a response the policy wanted to retry but could not: the "Ok(503)" an
+// unwary caller would take for success.
+type ExhaustedError struct {
+	Report *Report
+	Last   *middleware.StatusError // the last response, its body bounded
+}
+
+func (e *ExhaustedError) Error() string {
+	return fmt.Sprintf("engine: %s after %d attempt(s): last status %s", e.Report.Stop, len(e.Report.Attempts), e.Last.Status)
+}
+
+func (e *ExhaustedError) Unwrap() error { return e.Last }
+
+// Pitfall names a classic retry mistake the engine saw happen.
+type Pitfall string
+
+const (
+	// PitfallNonIdempotentRetried: a request that is not idempotent was
+	// resent after the server may have processed it (POST sent 3 times).
+	PitfallNonIdempotentRetried Pitfall = "non-idempotent-retried"
+	// PitfallExhaustedRetryableStatus: retries stopped with a retryable
+	// status in hand, which is returned as a response, not an error.
+	PitfallExhaustedRetryableStatus Pitfall = "exhausted-retryable-status"
+	// PitfallBodyNotReplayable: a retry was wanted, but the request body
+	// had been sent and has no GetBody.
+	PitfallBodyNotReplayable Pitfall = "body-not-replayable"
+	// PitfallRetryAfterIgnored: the server's Retry-After could not be
+	// parsed and the policy's backoff was used instead.
+	PitfallRetryAfterIgnored Pitfall = "retry-after-ignored"
+)
+
+// Hooks observe operations. Each is called synchronously on the request's
+// goroutine, must be quick, and may be nil. The events point into the live
+// report: read it during the call, or copy what you keep.
+type Hooks struct {
+	OnAttempt func(AttemptEvent) // after every attempt, once it is classified
+	OnRetry   func(RetryEvent)   // when a retry is decided, before its wait
+	OnGiveUp  func(*Report)      // when an operation ends other than with success
+	OnPitfall func(PitfallEvent) // when a pitfall fires
+}
+
+// AttemptEvent reports one classified attempt.
+type AttemptEvent struct {
+	Context context.Context // the operation's context
+	Report  *Report
+	Attempt AttemptRecord
+	Number  int // 1 for the first attempt
+}
+
+// RetryEvent reports a retry about to happen.
+type RetryEvent struct {
+	Context  context.Context
+	Report   *Report
+	Number   int           // the attempt that will be retried
+	Wait     time.Duration // the planned wait before the next attempt
+	FromHint bool          // the wait comes from the server's Retry-After
+	Cause    string        // policy.Decision.Cause
+}
+
+// PitfallEvent reports a pitfall.
+type PitfallEvent struct {
+	Context context.Context
+	Report  *Report
+	Pitfall Pitfall
+}

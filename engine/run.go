@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
+	"github.com/sethvargo/go-retry"
+)
+
+// operation is one logical operation as the loop sees it. The HTTP layer
+// and Do implement it; the loop calls it only from the caller's goroutine.
+type operation[T any] interface {
+	// attempt sends attempt n (1-based) under ctx.
+	attempt(ctx context.Context, n int) (T, attemptInfo, error)
+	// decide classifies a finished attempt.
+	decide(n int, v T, info attemptInfo, err error) policy.Decision
+	// status is v's HTTP status, 0 if it has none.
+	status(v T) int
+	// hint is v's Retry-After value, "" if none.
+	hint(v T) string
+	// replayable reports whether the operation can be sent again.
+	replayable() bool
+	// unsafe reports whether resending may repeat an effect.
+	unsafe(info attemptInfo) bool
+	// discard releases a result the loop will not return.
+	discard(v T)
+	// keep hands v to the caller; d.release must run once v is consumed.
+	keep(v T, d deadlines) T
+	// statusError reads v into an error for FailOnExhausted; nil if v has
+	// no status.
+	statusError(v T) *middleware.StatusError
+	// abandon releases what the operation holds when no attempt was sent.
+	abandon()
+}
+
+// attemptInfo is what an attempt learnt about the wire.
+type attemptInfo struct {
+	processed   policy.Processed
+	transparent int
+}
+
+// deadlines are the contexts that bound a result the caller still reads.
+type deadlines struct {
+	caller, op, attempt context.Context
+	cancelOp, cancelAt  context.CancelFunc // nil when there is nothing to cancel
+	rep                 *Report
+}
+
+func (d deadlines) release() {
+	if d.cancelAt != nil {
+		d.cancelAt()
+	}
+	if d.cancelOp != nil {
+		d.cancelOp()
+	}
+}
+
+// none reports whether the result needs no deadline after the operation.
+func (d deadlines) none() bool { return d.cancelAt == nil && d.cancelOp == nil }
+
+// stopFor names why a read or an attempt under these deadlines failed.
+func (d deadlines) stopFor() (policy.StopReason, bool) {
+	switch {
+	case d.caller.Err() != nil:
+		return callerStop(d.caller), true
+	case d.op.Err() != nil:
+		return policy.StopDeadline, true
+	case d.attempt.Err() == context.DeadlineExceeded:
+		return policy.StopAttemptTimeout, true
+	}
+	return "", false
+}
+
+func callerStop(ctx context.Context) policy.StopReason {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return policy.StopDeadline
+	}
+	return policy.StopCancelled
+}
+
+// run is the retry loop shared by every kind of operation.
+func run[T any, O operation[T]](ctx context.Context, e *Engine, o O, rep *Report) (T, error) {
+	var zero T
+	start := e.now()
+	opCtx, cancelOp := ctx, context.CancelFunc(nil)
+	if e.p.Timeout > 0 {
+		opCtx, cancelOp = context.WithTimeout(ctx, e.p.Timeout)
+	}
+	end := func(stop policy.StopReason) {
+		rep.Stop = stop
+		rep.Elapsed = e.now().Sub(start)
+		if stop != policy.StopSuccess && e.hooks.OnGiveUp != nil {
+			e.hooks.OnGiveUp(rep)
+		}
+	}
+	fail := func(stop policy.StopReason, err error) (T, error) {
+		if cancelOp != nil {
+			cancelOp()
+		}
+		end(stop)
+		return zero, &Error{Report: rep, Err: err}
+	}
+
+	var backoff retry.Backoff // made on the first retry: the success path needs none
+	for n := 1; ; n++ {
+		if err := opCtx.Err(); err != nil {
+			if n == 1 {
+				o.abandon()
+			}
+			return fail(deadlines{caller: ctx, op: opCtx, attempt: opCtx}.mustStop(), err)
+		}
+		d := deadlines{caller: ctx, op: opCtx, attempt: opCtx, cancelOp: cancelOp, rep: rep}
+		if e.p.AttemptTimeout > 0 {
+			d.attempt, d.cancelAt = context.WithTimeout(opCtx, e.p.AttemptTimeout)
+		}
+		v, info, err := o.attempt(d.attempt, n)
+		dec := o.decide(n, v, info, err)
+		if err != nil {
+			// Time and cancellation overrule the classifier: a caller that
+			// gave up, or an operation out of time, is never retried.
+			if stop, ok := d.stopFor(); ok && (stop != policy.StopAttemptTimeout || !dec.Retry) {
+				dec = policy.Stop(stop)
+			}
+		}
+		rec := AttemptRecord{Err: err, Processed: info.processed, Transparent: info.transparent, Decision: dec}
+		if err == nil {
+			rec.Status = o.status(v)
+		}
+		rep.Attempts = append(rep.Attempts, rec)
+		if e.hooks.OnAttempt != nil {
+			e.hooks.OnAttempt(AttemptEvent{Context: ctx, Report: rep, Attempt: rec, Number: n})
+		}
+
+		stop, wait, fromHint := dec.Stop, time.Duration(0), false
+		if dec.Retry {
+			stop, wait, fromHint = plan(e, ctx, opCtx, o, v, err, n, &backoff, rep)
+		}
+		if stop != "" {
+			if err != nil {
+				d.release()
+				return fail(stop, err)
+			}
+			if dec.Retry { // a status the policy wanted to retry: the Ok(503) trap
+				if se := o.statusError(v); se != nil && e.failOnExhausted {
+					d.release()
+					end(stop)
+					return zero, &ExhaustedError{Report: rep, Last: se}
+				}
+				e.pitfall(ctx, rep, PitfallExhaustedRetryableStatus)
+			}
+			end(stop)
+			return o.keep(v, d), nil
+		}
+
+		if o.unsafe(info) {
+			e.pitfall(ctx, rep, PitfallNonIdempotentRetried)
+		}
+		if err == nil {
+			o.discard(v)
+		}
+		d.release0()
+		rep.PlannedWaits = append(rep.PlannedWaits, wait)
+		if e.hooks.OnRetry != nil {
+			e.hooks.OnRetry(RetryEvent{Context: ctx, Report: rep, Number: n, Wait: wait, FromHint: fromHint, Cause: dec.Cause})
+		}
+		if err := e.sleep(opCtx, wait); err != nil {
+			return fail(deadlines{caller: ctx, op: opCtx, attempt: opCtx}.mustStop(), err)
+		}
+	}
+}
+
+// release0 ends the attempt's own deadline, not the operation's.
+func (d deadlines) release0() {
+	if d.cancelAt != nil {
+		d.cancelAt()
+	}
+}
+
+// mustStop is stopFor for a context known to have ended.
+func (d deadlines) mustStop() policy.StopReason {
+	if stop, ok := d.stopFor(); ok {
+		return stop
+	}
+	return policy.StopCancelled
+}
+
+// plan decides whether a wanted retry happens and how long to wait first.
+// It returns a stop reason when it does not.
+func plan[T any, O operation[T]](e *Engine, ctx, opCtx context.Context, o O, v T, err error, n int, backoff *retry.Backoff, rep *Report) (stop policy.StopReason, wait time.Duration, fromHint bool) {
+	if n >= e.p.MaxAttempts {
+		return policy.StopAttemptsExhausted, 0, false
+	}
+	if !o.replayable() {
+		e.pitfall(ctx, rep, PitfallBodyNotReplayable)
+		return policy.StopBodyNotReplayable, 0, false
+	}
+	if *backoff == nil {
+		*backoff = e.p.Backoff.New(e.p.Rand)
+	}
+	wait, _ = (*backoff).Next()
+	ra := e.p.RetryAfter
+	if h := ""; err == nil && ra.Use != policy.HintIgnore {
+		h = o.hint(v)
+		hw, ok := ra.Parse(h, e.now())
+		switch {
+		case h == "":
+		case !ok && ra.StopOnUnsupported:
+			return policy.StopUnsupportedRetryAfter, 0, false
+		case !ok:
+			e.pitfall(ctx, rep, PitfallRetryAfterIgnored)
+		case ra.Max > 0 && hw > ra.Max:
+			return policy.StopWaitExceedsBudget, 0, false // never shorten a hint
+		case ra.Use == policy.HintOverride || hw >= wait:
+			wait, fromHint = hw, true
+		}
+	}
+	if dl, ok := opCtx.Deadline(); ok && wait > 0 && !e.now().Add(wait).Before(dl) {
+		return policy.StopWaitExceedsBudget, 0, false // a wait that cannot finish is not started
+	}
+	return "", wait, fromHint
+}
+
+func (e *Engine) pitfall(ctx context.Context, rep *Report, p Pitfall) {
+	rep.Pitfalls = append(rep.Pitfalls, p)
+	if e.hooks.OnPitfall != nil {
+		e.hooks.OnPitfall(PitfallEvent{Context: ctx, Report: rep, Pitfall: p})
+	}
+}
