@@ -478,7 +478,6 @@ func TestDiscardedBodies(t *testing.T) {
 	}
 }
 
-
 func TestProcessedState(t *testing.T) {
 	f := setup(t, policy.Default())
 	_, rep, _ := f.send(context.Background(), "GET", "/abort", "", false)
