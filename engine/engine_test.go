@@ -156,8 +156,13 @@ type outcome struct {
 func (f *fixture) outcome(resp *http.Response, rep *Report) outcome {
 	o := outcome{Requests: f.requests(), Stop: rep.Stop, Waits: rep.PlannedWaits, Pitfalls: rep.Pitfalls}
 	if resp != nil {
-		io.Copy(io.Discard, resp.Body)
+		b, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		// Every route used here answers its status text: the body handed
+		// back must be whole and readable.
+		if want := http.StatusText(resp.StatusCode) + "\n"; err != nil || string(b) != want {
+			f.t.Errorf("body %q, %v; want %q", b, err, want)
+		}
 		o.Status = resp.StatusCode
 		o.Stop = rep.Stop // a body read may have changed it
 	}

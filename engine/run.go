@@ -144,10 +144,12 @@ func run[T any, O operation[T]](ctx context.Context, e *Engine, o O, rep *Report
 				return fail(stop, err)
 			}
 			if dec.Retry { // a status the policy wanted to retry: the Ok(503) trap
-				if se := o.statusError(v); se != nil && e.failOnExhausted {
-					d.release()
-					end(stop)
-					return zero, &ExhaustedError{Report: rep, Last: se}
+				if e.failOnExhausted {
+					if se := o.statusError(v); se != nil {
+						d.release()
+						end(stop)
+						return zero, &ExhaustedError{Report: rep, Last: se}
+					}
 				}
 				e.pitfall(ctx, rep, PitfallExhaustedRetryableStatus)
 			}

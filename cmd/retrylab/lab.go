@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,21 +13,31 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/faultserver"
 	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
 )
 
 // A scenario is one row of the lab: a setup, the operations it sends, and
 // the figures it must reproduce.
 type scenario struct {
 	id, setup      string
-	preset         string                // retry preset, a key of presets
-	stack          []string              // layer names, outermost first
+	preset         string               // a key of presets
+	tune           func(*policy.Policy) // the row's changes to the preset
+	hooks          func(*trial) engine.Hooks
+	stack          []string              // layer names, outermost first; nil: just "retry"
 	attemptTimeout time.Duration         // for the "timeout" layer
 	h2             []faultserver.H2Fault // non-nil: run against a fresh h2c server with this script
 	run            func(t *trial)
-	want           figures
+	want           expect
 	note           string // why the row differs from the seed system, if it does
+}
+
+// expect is a row's expected figures in the notation of scenarios.tsv:
+// "-" is not checked, "a|b" is either, extra is "k=v;k=v".
+type expect struct {
+	requests, result, stop, extra string
 }
 
 // figures are what a scenario measures, in the lab's JSON shape.
@@ -47,10 +58,18 @@ type row struct {
 	deviations []string
 }
 
-// presets are the retry presets the lab can apply. A preset decides the
-// retry layer; "none" runs without one, as a bare net/http client does.
-var presets = map[string]string{
-	"none": "no retry layer: what net/http alone does",
+// preset is a retry policy the lab can apply; a nil policy means no retry
+// layer at all.
+type preset struct {
+	policy func() policy.Policy
+	about  string
+}
+
+var presets = map[string]preset{
+	"none":    {nil, "no retry layer: what net/http alone does"},
+	"default": {policy.Default, "retrystack's safe default"},
+	"python":  {policy.Python, "seed 001's hand-written Python client"},
+	"node":    {policy.Node, "seed 004's GET-only Node client"},
 }
 
 func presetNames() []string {
@@ -62,17 +81,35 @@ func presetNames() []string {
 	return names
 }
 
-// layerCatalogue lists every layer the lab can build, in the default order.
-func layerCatalogue(sc scenario) []middleware.Layer {
-	return []middleware.Layer{
-		middleware.ErrorForStatus(0),
-		middleware.Timeout(sc.attemptTimeout),
+// layers builds every layer the lab knows, in the default order; "retry"
+// is present only under a preset with a policy.
+func layers(sc scenario, presetName string, t *trial) ([]middleware.Layer, error) {
+	out := []middleware.Layer{middleware.ErrorForStatus(0)}
+	if pr := presets[presetName]; pr.policy != nil {
+		p := pr.policy()
+		if sc.tune != nil {
+			sc.tune(&p)
+		}
+		cfg := engine.Config{Policy: p}
+		if sc.hooks != nil {
+			cfg.Hooks = sc.hooks(t)
+		}
+		e, err := engine.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e.Layer())
 	}
+	return append(out, middleware.Timeout(sc.attemptTimeout)), nil
 }
 
-// buildStack returns the named layers, configured for sc, in the given order.
-func buildStack(names []string, sc scenario) (middleware.Stack, error) {
-	all, err := middleware.NewStack(layerCatalogue(sc)...)
+// buildStack returns the named layers in the given order.
+func buildStack(names []string, sc scenario, presetName string, t *trial) (middleware.Stack, error) {
+	ls, err := layers(sc, presetName, t)
+	if err != nil {
+		return middleware.Stack{}, err
+	}
+	all, err := middleware.NewStack(ls...)
 	if err != nil {
 		return middleware.Stack{}, err
 	}
@@ -112,19 +149,25 @@ func runAll(ctx context.Context, selected []scenario, opts options) ([]row, erro
 const scenarioTimeout = 30 * time.Second
 
 func runOne(ctx context.Context, srv *faultserver.Server, sc scenario, opts options) (row, error) {
-	names, preset := sc.stack, sc.preset
+	presetName := sc.preset
+	if opts.preset != "" {
+		presetName = opts.preset
+	}
+	names := sc.stack
+	if names == nil {
+		names = []string{"retry"}
+	}
 	if opts.stack != nil {
 		names = opts.stack
 	}
-	if opts.preset != "" {
-		preset = opts.preset
-	}
-	stack, err := buildStack(names, sc)
+
+	t := &trial{srv: srv, key: sc.id, base: srv.URL(), extra: map[string]string{}}
+	t.ctx, t.cancel = context.WithTimeout(ctx, scenarioTimeout)
+	defer t.cancel()
+	stack, err := buildStack(names, sc, presetName, t)
 	if err != nil {
 		return row{}, err
 	}
-
-	t := &trial{srv: srv, key: sc.id, base: srv.URL(), extra: map[string]string{}}
 	t.count = func() int {
 		n := 0
 		for _, e := range srv.Log() {
@@ -151,9 +194,6 @@ func runOne(ctx context.Context, srv *faultserver.Server, sc scenario, opts opti
 	}
 	defer t.client.CloseIdleConnections()
 
-	var cancel context.CancelFunc
-	t.ctx, cancel = context.WithTimeout(ctx, scenarioTimeout)
-	defer cancel()
 	sc.run(t)
 
 	got := figures{PlannedWaitsMS: []int64{}, Extra: t.extra, Result: "-"}
@@ -161,33 +201,61 @@ func runOne(ctx context.Context, srv *faultserver.Server, sc scenario, opts opti
 		got.ServerRequests = append(got.ServerRequests, o.requests)
 	}
 	if t.subject < len(t.ops) {
-		got.Result = t.ops[t.subject].result
+		subject := t.ops[t.subject]
+		got.Result = subject.result
+		if rep := subject.report; rep != nil {
+			got.Stop = string(rep.Stop)
+			for _, w := range rep.PlannedWaits {
+				got.PlannedWaitsMS = append(got.PlannedWaitsMS, w.Milliseconds())
+			}
+			if p := pitfalls(rep); p != "" {
+				got.Extra["pitfalls"] = p
+			}
+			if t.recordElapsed {
+				got.Extra["elapsed_ms"] = strconv.FormatInt(rep.Elapsed.Milliseconds(), 10)
+			}
+		}
 	}
-	return row{sc: sc, preset: preset, stack: stack.String(), got: got, deviations: compare(sc.want, got)}, nil
+	return row{sc: sc, preset: presetName, stack: stack.String(), got: got, deviations: compare(sc.want, got)}, nil
+}
+
+// pitfalls lists the report's pitfalls once each, in order.
+func pitfalls(rep *engine.Report) string {
+	var names []string
+	for _, p := range rep.Pitfalls {
+		if !slices.Contains(names, string(p)) {
+			names = append(names, string(p))
+		}
+	}
+	return strings.Join(names, ",")
 }
 
 // trial is one run of a scenario: its client and the operations it sent.
 type trial struct {
-	ctx     context.Context
-	client  *http.Client
-	srv     *faultserver.Server
-	base    string     // the server's base URL
-	key     string     // isolates this trial's requests on the shared server
-	count   func() int // requests the server has seen from this trial
-	ops     []op
-	subject int // index of the operation whose result the row reports
-	extra   map[string]string
+	ctx           context.Context
+	cancel        context.CancelFunc
+	client        *http.Client
+	srv           *faultserver.Server
+	base          string     // the server's base URL
+	key           string     // isolates this trial's requests on the shared server
+	count         func() int // requests the server has seen from this trial
+	ops           []op
+	subject       int  // index of the operation whose result the row reports
+	recordElapsed bool // report the subject's elapsed_ms
+	extra         map[string]string
 }
 
 // op is one logical operation of a trial.
 type op struct {
-	requests int    // requests the server saw during it
-	result   string // final status code, or "error"
+	requests int            // requests the server saw during it
+	result   string         // final status code, or "error"
+	report   *engine.Report // nil without a retry layer
 }
 
 // send performs one logical operation and returns the response body.
-// body, when not empty, is sent replayably (GetBody is set).
-func (t *trial) send(method, path, body string) (status int, respBody string, err error) {
+// body, when not empty, is sent replayably (GetBody is set); header is a
+// list of name, value pairs.
+func (t *trial) send(method, path, body string, header ...string) (status int, respBody string, err error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -196,20 +264,39 @@ func (t *trial) send(method, path, body string) (status int, respBody string, er
 	if err != nil {
 		return 0, "", err
 	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	before := t.count()
 	resp, err := t.client.Do(req)
+	o := op{}
 	if err == nil {
+		o.report = engine.ReportOf(resp)
 		var b []byte
 		b, err = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		status, respBody = resp.StatusCode, string(b)
+	} else {
+		o.report = reportOf(err)
 	}
-	o := op{requests: t.count() - before, result: strconv.Itoa(status)}
+	o.requests, o.result = t.count()-before, strconv.Itoa(status)
 	if err != nil {
 		o.result = "error"
 	}
 	t.ops = append(t.ops, o)
 	return status, respBody, err
+}
+
+func reportOf(err error) *engine.Report {
+	var ee *engine.Error
+	var xe *engine.ExhaustedError
+	switch {
+	case errors.As(err, &ee):
+		return ee.Report
+	case errors.As(err, &xe):
+		return xe.Report
+	}
+	return nil
 }
 
 // url adds the trial's key to path.
@@ -221,28 +308,72 @@ func (t *trial) url(path string) string {
 	return t.base + path + sep + "key=" + url.QueryEscape(t.key)
 }
 
-// compare lists how got differs from want; "-" and empty fields of want are
-// not checked.
-func compare(want, got figures) []string {
+// compare lists how got differs from want, in the notation of
+// scenarios.tsv.
+func compare(want expect, got figures) []string {
 	var d []string
-	if !slices.Equal(want.ServerRequests, got.ServerRequests) {
-		d = append(d, fmt.Sprintf("server_requests %s, want %s", ints(got.ServerRequests), ints(want.ServerRequests)))
+	if want.requests != "-" && want.requests != ints(got.ServerRequests) {
+		d = append(d, fmt.Sprintf("server_requests %s, want %s", ints(got.ServerRequests), want.requests))
 	}
-	if want.Result != "" && want.Result != "-" && want.Result != got.Result {
-		d = append(d, fmt.Sprintf("result %s, want %s", got.Result, want.Result))
+	if !oneOf(want.result, got.Result) {
+		d = append(d, fmt.Sprintf("result %s, want %s", got.Result, want.result))
 	}
-	if want.Stop != "" && want.Stop != "-" && want.Stop != got.Stop {
-		d = append(d, fmt.Sprintf("stop %q, want %q", got.Stop, want.Stop))
+	if !oneOf(want.stop, dash(got.Stop)) {
+		d = append(d, fmt.Sprintf("stop %s, want %s", dash(got.Stop), want.stop))
 	}
-	if want.PlannedWaitsMS != nil && !slices.Equal(want.PlannedWaitsMS, got.PlannedWaitsMS) {
-		d = append(d, fmt.Sprintf("planned_waits_ms %s, want %s", ints(got.PlannedWaitsMS), ints(want.PlannedWaitsMS)))
-	}
-	for _, k := range sortedKeys(want.Extra) {
-		if got.Extra[k] != want.Extra[k] {
-			d = append(d, fmt.Sprintf("%s=%q, want %q", k, got.Extra[k], want.Extra[k]))
+	for _, kv := range extraPairs(want.extra) {
+		k, v, _ := strings.Cut(kv, "=")
+		var ok bool
+		var have string
+		switch k {
+		case "planned_waits_ms":
+			have = ints(got.PlannedWaitsMS)
+			ok = have == v
+		case "elapsed_under_ms":
+			have = got.Extra["elapsed_ms"]
+			n, err1 := strconv.Atoi(have)
+			limit, err2 := strconv.Atoi(v)
+			ok = err1 == nil && err2 == nil && n < limit
+		case "pitfalls":
+			have = got.Extra[k]
+			ok = sameSet(have, v)
+		default:
+			have = got.Extra[k]
+			ok = have == v
+		}
+		if !ok {
+			d = append(d, fmt.Sprintf("%s %q, want %q", k, have, v))
 		}
 	}
 	return d
+}
+
+func oneOf(want, got string) bool {
+	return want == "-" || slices.Contains(strings.Split(want, "|"), got)
+}
+
+// extraPairs splits "k=v;k=v" at the semicolons that start a new key; a
+// value may itself hold "; " (a Cookie header).
+func extraPairs(extra string) []string {
+	if extra == "-" || extra == "" {
+		return nil
+	}
+	var out []string
+	for _, part := range strings.Split(extra, ";") {
+		if len(out) > 0 && strings.HasPrefix(part, " ") {
+			out[len(out)-1] += ";" + part
+			continue
+		}
+		out = append(out, part)
+	}
+	return out
+}
+
+func sameSet(a, b string) bool {
+	as, bs := strings.Split(a, ","), strings.Split(b, ",")
+	slices.Sort(as)
+	slices.Sort(bs)
+	return slices.Equal(as, bs)
 }
 
 func ints[T int | int64](xs []T) string {

@@ -115,7 +115,7 @@ func parseFlags(args []string) (options, error) {
 		if n := len(opts.stack); opts.stack[n-1] == "transport" {
 			opts.stack = opts.stack[:n-1] // the base may be named, but is always last
 		}
-		if _, err := buildStack(opts.stack, scenario{}); err != nil {
+		if _, err := buildStack(opts.stack, scenario{}, "default", &trial{}); err != nil {
 			return options{}, fmt.Errorf("bad -stack: %v", err)
 		}
 	}

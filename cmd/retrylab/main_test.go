@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"fmt"
 	"slices"
 	"strings"
@@ -106,8 +107,8 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"-bogus"}, "retrylab: flag provided but not defined: -bogus\n"},
-		{[]string{"-preset", "nope"}, "retrylab: unknown preset \"nope\" (have none)\n"},
-		{[]string{"-stack", "timeout,cache"}, "retrylab: bad -stack: middleware: no layer named \"cache\" (have error-for-status, timeout)\n"},
+		{[]string{"-preset", "nope"}, "retrylab: unknown preset \"nope\" (have default, node, none, python)\n"},
+		{[]string{"-stack", "timeout,cache"}, "retrylab: bad -stack: middleware: no layer named \"cache\" (have error-for-status, retry, timeout)\n"},
 		{[]string{"-stack", "timeout,timeout"}, "retrylab: bad -stack: middleware: duplicate layer name \"timeout\"\n"},
 		{[]string{"-run", "("}, "retrylab: bad -run: error parsing regexp: missing closing ): `(`\n"},
 		{[]string{"-run", "no-such-row"}, "retrylab: no scenario matches -run \"no-such-row\"\n"},
@@ -128,5 +129,61 @@ func TestScenarioIDsAreUnique(t *testing.T) {
 			t.Errorf("duplicate scenario id %q", sc.id)
 		}
 		seen[sc.id] = true
+	}
+}
+
+// The lab's expected figures are its own, but they must say what the
+// acceptance table (a copy of ../shared/scenarios.tsv) says.
+func TestExpectationsMatchAcceptanceTable(t *testing.T) {
+	data, err := os.ReadFile("testdata/scenarios.tsv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := map[string]expect{}
+	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Split(line, "\t")
+		if i == 0 || len(f) != 7 {
+			continue
+		}
+		table[f[0]] = expect{requests: f[3], result: f[4], stop: f[5], extra: f[6]}
+	}
+	for _, sc := range scenarios {
+		want, ok := table[sc.id]
+		if !ok {
+			if !strings.HasPrefix(sc.id, "base/") {
+				t.Errorf("%s is not in the acceptance table", sc.id)
+			}
+			continue
+		}
+		if diff := cmp.Diff(want, sc.want, cmp.AllowUnexported(expect{})); diff != "" {
+			t.Errorf("%s: expectation differs from the table (-table +lab):\n%s", sc.id, diff)
+		}
+	}
+}
+
+func TestCompare(t *testing.T) {
+	got := figures{
+		ServerRequests: []int{2, 1}, Result: "200", Stop: "success", PlannedWaitsMS: []int64{25, 50},
+		Extra: map[string]string{"me_cookie": "lb=node-2; session=abc", "pitfalls": "cookie-lost,non-idempotent-retried", "elapsed_ms": "12"},
+	}
+	tests := []struct {
+		want expect
+		dev  []string
+	}{
+		{expect{"2,1", "200", "success", "-"}, nil},
+		{expect{"-", "-", "-", "-"}, nil},
+		{expect{"2,1", "503|200", "not-idempotent|success", "me_cookie=lb=node-2; session=abc;planned_waits_ms=25,50"}, nil},
+		{expect{"2,1", "200", "success", "pitfalls=non-idempotent-retried,cookie-lost;elapsed_under_ms=1000"}, nil},
+		{expect{"3", "error", "cancelled", "elapsed_under_ms=10"}, []string{
+			"server_requests 2,1, want 3", "result 200, want error", "stop success, want cancelled", `elapsed_under_ms "12", want "10"`,
+		}},
+		{expect{"2,1", "200", "success", "planned_waits_ms=25;orders_written=1"}, []string{
+			`planned_waits_ms "25,50", want "25"`, `orders_written "", want "1"`,
+		}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.dev, compare(tt.want, got)); diff != "" {
+			t.Errorf("compare(%+v) (-want +got):\n%s", tt.want, diff)
+		}
 	}
 }
