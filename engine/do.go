@@ -54,6 +54,7 @@ func (o *funcOp[T]) decide(n int, v T, _ attemptInfo, err error) policy.Decision
 func (o *funcOp[T]) status(T) int                          { return 0 }
 func (o *funcOp[T]) hint(T) string                         { return "" }
 func (o *funcOp[T]) replayable() bool                      { return true }
+func (o *funcOp[T]) covered() bool                         { return true }
 func (o *funcOp[T]) unsafe(attemptInfo) bool               { return false }
 func (o *funcOp[T]) statusError(T) *middleware.StatusError { return nil }
 func (o *funcOp[T]) abandon()                              {}

@@ -75,12 +75,9 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		resp.Body.Close()
 		resp = nil
 	}
-	info := attemptInfo{processed: policy.Responded, transparent: max(int(tr.conns.Load())-1, 0)}
-	if err != nil {
-		info.processed = policy.SentNoResponse
-		if !tr.wrote.Load() {
-			info.processed = policy.NotSent
-		}
+	info := attemptInfo{
+		processed:   policy.ProcessedBy(err, tr.wrote.Load()),
+		transparent: max(int(tr.conns.Load())-1, 0),
 	}
 	return resp, info, err
 }
@@ -100,7 +97,14 @@ func (t *wireTrace) clientTrace() *httptrace.ClientTrace {
 }
 
 func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error) policy.Decision {
-	return o.e.p.Classify(policy.Attempt{Request: o.req, Response: resp, Err: err, Number: n, Processed: info.processed})
+	d := o.e.p.Classify(policy.Attempt{Request: o.req, Response: resp, Err: err, Number: n, Processed: info.processed})
+	if d.Retry && err != nil && policy.KindOf(err).ProtocolNack() {
+		// The transport resends refused and GOAWAY'd streams itself and
+		// returns them only once it gives up or the stream may have been
+		// processed: a second round of retries on top would multiply them.
+		return policy.Stop(policy.StopNonRetryable)
+	}
+	return d
 }
 
 func (o *httpOp) status(resp *http.Response) int { return resp.StatusCode }
@@ -115,6 +119,8 @@ func (o *httpOp) hint(resp *http.Response) string {
 func (o *httpOp) hasBody() bool { return o.req.Body != nil && o.req.Body != http.NoBody }
 
 func (o *httpOp) replayable() bool { return !o.hasBody() || o.req.GetBody != nil }
+
+func (o *httpOp) covered() bool { return o.e.p.Scope.Covers(o.req) }
 
 func (o *httpOp) unsafe(info attemptInfo) bool {
 	return info.processed != policy.NotSent && !policy.Idempotent(o.req)

@@ -98,6 +98,12 @@ const (
 	// PitfallRetryAfterIgnored: the server's Retry-After could not be
 	// parsed and the policy's backoff was used instead.
 	PitfallRetryAfterIgnored Pitfall = "retry-after-ignored"
+	// PitfallScopeLeak: a request outside the policy's scope was resent
+	// (reqwest's scope is checked only from the second retry on).
+	PitfallScopeLeak Pitfall = "scope-leak"
+	// PitfallBudgetExhausted: a retry was wanted but the client-wide budget
+	// was empty.
+	PitfallBudgetExhausted Pitfall = "budget-exhausted"
 )
 
 // Hooks observe operations. Each is called synchronously on the request's

@@ -23,6 +23,8 @@ type operation[T any] interface {
 	hint(v T) string
 	// replayable reports whether the operation can be sent again.
 	replayable() bool
+	// covered reports whether the policy's scope covers the operation.
+	covered() bool
 	// unsafe reports whether resending may repeat an effect.
 	unsafe(info attemptInfo) bool
 	// discard releases a result the loop will not return.
@@ -118,12 +120,16 @@ func run[T any, O operation[T]](ctx context.Context, e *Engine, o O, rep *Report
 		}
 		v, info, err := o.attempt(d.attempt, n)
 		dec := o.decide(n, v, info, err)
+		overruled := false
 		if err != nil {
 			// Time and cancellation overrule the classifier: a caller that
 			// gave up, or an operation out of time, is never retried.
 			if stop, ok := d.stopFor(); ok && (stop != policy.StopAttemptTimeout || !dec.Retry) {
-				dec = policy.Stop(stop)
+				dec, overruled = policy.Stop(stop), true
 			}
+		}
+		if !dec.Retry && !overruled {
+			e.p.Budget.Deposit() // a request that needed no retry
 		}
 		rec := AttemptRecord{Err: err, Processed: info.processed, Transparent: info.transparent, Decision: dec}
 		if err == nil {
@@ -192,12 +198,22 @@ func (d deadlines) mustStop() policy.StopReason {
 // plan decides whether a wanted retry happens and how long to wait first.
 // It returns a stop reason when it does not.
 func plan[T any, O operation[T]](e *Engine, ctx, opCtx context.Context, o O, v T, err error, n int, backoff *retry.Backoff, rep *Report) (stop policy.StopReason, wait time.Duration, fromHint bool) {
+	if !o.covered() {
+		if !e.p.Scope.FromSecondRetry || n > 1 {
+			return policy.StopOutOfScope, 0, false
+		}
+		e.pitfall(ctx, rep, PitfallScopeLeak) // reqwest's quirk: resent once anyway
+	}
 	if n >= e.p.MaxAttempts {
 		return policy.StopAttemptsExhausted, 0, false
 	}
 	if !o.replayable() {
 		e.pitfall(ctx, rep, PitfallBodyNotReplayable)
 		return policy.StopBodyNotReplayable, 0, false
+	}
+	if !e.p.Budget.Withdraw() {
+		e.pitfall(ctx, rep, PitfallBudgetExhausted)
+		return policy.StopBudgetExhausted, 0, false
 	}
 	if *backoff == nil {
 		*backoff = e.p.Backoff.New(e.p.Rand)

@@ -8,26 +8,48 @@ import (
 	"io"
 	"net"
 	"syscall"
+
+	"golang.org/x/net/http2"
 )
+
+// ProcessedBy says whether the server may have acted on a request whose
+// attempt failed with err; wrote reports whether the request's headers were
+// written (httptrace's WroteHeaders). A dial failure, a refused stream and
+// anything that failed before a byte was written are not-sent; a GOAWAY
+// that reaches the caller covered the stream (net/http resends the others
+// itself), so it may have been processed.
+func ProcessedBy(err error, wrote bool) Processed {
+	if err == nil {
+		return Responded
+	}
+	var op *net.OpError
+	if !wrote || (errors.As(err, &op) && op.Op == "dial") || KindOf(err) == ErrorRefusedStream {
+		return NotSent
+	}
+	return SentNoResponse
+}
 
 // ErrorKind is the family of a transport error, found with errors.Is and
 // errors.As, never by reading messages.
 type ErrorKind uint8
 
 const (
-	ErrorOther       ErrorKind = iota // none of the below
-	ErrorCanceled                     // context.Canceled
-	ErrorTimeout                      // a net.Error whose Timeout() is true, or context.DeadlineExceeded
-	ErrorRefused                      // ECONNREFUSED
-	ErrorReset                        // ECONNRESET, ECONNABORTED, EPIPE
-	ErrorEOF                          // the connection ended before a response (io.EOF, io.ErrUnexpectedEOF)
-	ErrorTLS                          // a TLS handshake failure other than certificate verification
-	ErrorCertificate                  // certificate verification failed: retrying cannot help
-	ErrorDNS                          // a DNS lookup failed temporarily
-	ErrorDNSNotFound                  // the host does not exist: retrying cannot help
+	ErrorOther         ErrorKind = iota // none of the below
+	ErrorCanceled                       // context.Canceled
+	ErrorTimeout                        // a net.Error whose Timeout() is true, or context.DeadlineExceeded
+	ErrorRefused                        // ECONNREFUSED
+	ErrorReset                          // ECONNRESET, ECONNABORTED, EPIPE
+	ErrorEOF                            // the connection ended before a response (io.EOF, io.ErrUnexpectedEOF)
+	ErrorTLS                            // a TLS handshake failure other than certificate verification
+	ErrorCertificate                    // certificate verification failed: retrying cannot help
+	ErrorDNS                            // a DNS lookup failed temporarily
+	ErrorDNSNotFound                    // the host does not exist: retrying cannot help
+	ErrorRefusedStream                  // HTTP/2 RST_STREAM(REFUSED_STREAM): the server did not process it
+	ErrorGoAway                         // HTTP/2 GOAWAY(NO_ERROR): a graceful shutdown
+	ErrorProtocol                       // another HTTP/2 stream or connection error
 )
 
-var kindNames = [...]string{"other", "canceled", "timeout", "refused", "reset", "eof", "tls", "certificate", "dns", "dns-not-found"}
+var kindNames = [...]string{"other", "canceled", "timeout", "refused", "reset", "eof", "tls", "certificate", "dns", "dns-not-found", "refused-stream", "goaway", "protocol"}
 
 func (k ErrorKind) String() string {
 	if int(k) < len(kindNames) {
@@ -37,14 +59,20 @@ func (k ErrorKind) String() string {
 }
 
 // Transient reports whether an error of this kind may go away on its own:
-// timeout, refused, reset, EOF, TLS handshake and temporary DNS failures.
+// timeout, refused, reset, EOF, TLS handshake, temporary DNS failures and
+// the HTTP/2 protocol NACKs.
 func (k ErrorKind) Transient() bool {
 	switch k {
-	case ErrorTimeout, ErrorRefused, ErrorReset, ErrorEOF, ErrorTLS, ErrorDNS:
+	case ErrorTimeout, ErrorRefused, ErrorReset, ErrorEOF, ErrorTLS, ErrorDNS, ErrorRefusedStream, ErrorGoAway:
 		return true
 	}
 	return false
 }
+
+// ProtocolNack reports whether the kind is one of the HTTP/2 signals that
+// the server did not process the request (RFC 9113 §8.7): REFUSED_STREAM
+// and a graceful GOAWAY. reqwest's default classifier retries these only.
+func (k ErrorKind) ProtocolNack() bool { return k == ErrorRefusedStream || k == ErrorGoAway }
 
 // cause is the Decision.Cause for a retried error of this kind.
 func (k ErrorKind) cause() string {
@@ -53,6 +81,8 @@ func (k ErrorKind) cause() string {
 		return "timeout"
 	case ErrorRefused, ErrorReset, ErrorEOF, ErrorTLS, ErrorDNS:
 		return "connection"
+	case ErrorRefusedStream, ErrorGoAway, ErrorProtocol:
+		return "protocol"
 	}
 	return "error"
 }
@@ -96,6 +126,24 @@ func KindOf(err error) ErrorKind {
 		return ErrorReset
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return ErrorEOF
+	}
+	var stream http2.StreamError
+	if errors.As(err, &stream) {
+		if stream.Code == http2.ErrCodeRefusedStream {
+			return ErrorRefusedStream
+		}
+		return ErrorProtocol
+	}
+	var goAway http2.GoAwayError
+	if errors.As(err, &goAway) {
+		if goAway.ErrCode == http2.ErrCodeNo {
+			return ErrorGoAway
+		}
+		return ErrorProtocol
+	}
+	var conn http2.ConnectionError
+	if errors.As(err, &conn) {
+		return ErrorProtocol
 	}
 	var alert tls.AlertError
 	var record tls.RecordHeaderError

@@ -28,6 +28,10 @@ type Policy struct {
 	Backoff Backoff
 	// RetryAfter says how server hints are used.
 	RetryAfter RetryAfter
+	// Scope limits the requests that may be retried.
+	Scope Scope
+	// Budget limits retries across every request sharing it; nil: no limit.
+	Budget *Budget
 	// Rand is the jitter's randomness, values in [0, 1), safe for
 	// concurrent use. nil: math/rand/v2.
 	Rand func() float64

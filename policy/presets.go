@@ -9,7 +9,8 @@ import (
 // or keyed requests are retried, and others only when the attempt was never
 // sent; statuses 408, 425, 429, 500, 502, 503, 504 and transient transport
 // errors; full-jitter backoff from 100 ms capped at 8 s; Retry-After honoured
-// (never shortened, at most a minute).
+// (never shortened, at most a minute); a TPS budget of 20 % extra load (ttl
+// 10 s, reserve 10 retries a second), new with each call.
 func Default() Policy {
 	return Policy{
 		Name:        "default",
@@ -22,6 +23,7 @@ func Default() Policy {
 		}.Classify,
 		Backoff:    Backoff{Base: 100 * time.Millisecond, Cap: 8 * time.Second},
 		RetryAfter: RetryAfter{Max: time.Minute},
+		Budget:     MustBudget(10*time.Second, 10, 0.2),
 	}
 }
 
@@ -72,5 +74,40 @@ func Node() Policy {
 		}.Classify,
 		Backoff:    Backoff{Base: 50 * time.Millisecond, Cap: 200 * time.Millisecond},
 		RetryAfter: RetryAfter{Dates: DatesIMFOnly, StopOnUnsupported: true},
+	}
+}
+
+// ReqwestDefault returns reqwest 0.13.5's client default: only the HTTP/2
+// protocol NACKs (GOAWAY(NO_ERROR), REFUSED_STREAM) are retried, whatever
+// the method, at most twice, at once, with no budget. In Go, net/http
+// resends these itself below every layer, so this policy rarely sees one.
+func ReqwestDefault() Policy {
+	return reqwest("reqwest-default", Rules{Errors: ErrorKind.ProtocolNack}.Classify, nil, Scope{})
+}
+
+// ReqwestForHost returns reqwest 0.13.5's retry::for_host(host): it
+// retries nothing until a classifier is set (assign Classify), shares a 20 %
+// budget (ttl 10 s, 10 retries a second in reserve), sends every retry at
+// once, and checks the host only from the second retry on, so an
+// out-of-scope request is sent twice.
+func ReqwestForHost(host string) Policy {
+	return reqwest("reqwest-for-host", Rules{}.Classify, MustBudget(10*time.Second, 10, 0.2),
+		Scope{Hosts: []string{host}, FromSecondRetry: true})
+}
+
+// ReqwestNever returns reqwest 0.13.5's retry::never(): nothing is retried.
+func ReqwestNever() Policy {
+	return reqwest("reqwest-never", Rules{}.Classify, nil, Scope{})
+}
+
+func reqwest(name string, classify Classifier, budget *Budget, scope Scope) Policy {
+	return Policy{
+		Name:        name,
+		MaxAttempts: 3, // 2 retries on top of the original
+		Classify:    classify,
+		Budget:      budget,
+		Scope:       scope,
+		RetryAfter:  RetryAfter{Use: HintIgnore},
+		// The zero Backoff resends at once, as reqwest does.
 	}
 }

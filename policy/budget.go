@@ -1,0 +1,151 @@
+package policy
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Budget is a client-wide retry budget: the tower/Finagle TPS budget that
+// reqwest uses. Every request the classifier does not retry deposits; every
+// retry withdraws; a retry that cannot withdraw is not made. Deposits and
+// withdrawals count for ttl and then expire, so the budget follows the
+// recent success rate, and a reserve of minPerSec·ttl retries is always
+// available, so a client that has just started can still retry.
+//
+// One Budget is shared by every request of a client, every redirect hop
+// included; it is safe for concurrent use, does not allocate, and takes a
+// lock only when its window moves on. A nil *Budget is unlimited.
+type Budget struct {
+	deposit, withdraw int64
+	reserve           int64
+	window            time.Duration // ttl / slots
+
+	slots  [budgetSlots]atomic.Int64 // committed windows
+	writer atomic.Int64              // the current window
+	genAt  atomic.Int64              // when the current window began (ns since start)
+
+	mu    sync.Mutex // serialises the move to a new window
+	index int        // the slot the current window commits to
+
+	start time.Time
+	since func(time.Time) time.Duration // replaced by tests
+}
+
+const budgetSlots = 10
+
+// NewBudget returns a budget with deposits counted for ttl (1 to 60
+// seconds), a reserve of minPerSec retries per second of ttl, and room for
+// ratio retries per deposit (0 to 1000; 0.2 means 20 % extra load, 0 means
+// only the reserve). Out-of-range values are a *ConfigError.
+//
+// As in tower, a ratio r <= 1 deposits 1 and withdraws floor(1/r) per
+// retry; r > 1 deposits 1000 and withdraws floor(1000/r); r = 0 deposits
+// nothing and withdraws 1. The reserve is minPerSec·ttl·withdraw.
+func NewBudget(ttl time.Duration, minPerSec int, ratio float64) (*Budget, error) {
+	switch {
+	case ttl < time.Second || ttl > time.Minute:
+		return nil, &ConfigError{Field: "Budget.TTL", Value: ttl, Reason: "must be between 1s and 1m"}
+	case minPerSec < 0 || minPerSec > 1<<31-2:
+		return nil, &ConfigError{Field: "Budget.MinPerSecond", Value: minPerSec, Reason: "must be between 0 and 2147483646"}
+	case !(ratio >= 0 && ratio <= 1000): // also rejects NaN
+		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be between 0 and 1000"}
+	}
+	b := &Budget{window: ttl / budgetSlots, start: time.Now(), since: time.Since}
+	// float32, as tower computes it, so the amounts match to the token.
+	r := float32(ratio)
+	switch {
+	case r == 0:
+		b.deposit, b.withdraw = 0, 1
+	case r <= 1:
+		b.deposit, b.withdraw = 1, int64(1/r)
+	default:
+		b.deposit, b.withdraw = 1000, int64(1000/r)
+	}
+	b.reserve = int64(minPerSec) * int64(ttl/time.Second) * b.withdraw
+	return b, nil
+}
+
+// MustBudget is NewBudget for values known to be valid; it panics on a
+// *ConfigError.
+func MustBudget(ttl time.Duration, minPerSec int, ratio float64) *Budget {
+	b, err := NewBudget(ttl, minPerSec, ratio)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Deposit records a request that needed no retry.
+func (b *Budget) Deposit() {
+	if b == nil {
+		return
+	}
+	b.expire()
+	b.writer.Add(b.deposit)
+}
+
+// Withdraw takes one retry's worth from the budget and reports whether it
+// could. Under concurrent withdrawals the balance may dip below zero by the
+// withdrawals in flight, as in tower.
+func (b *Budget) Withdraw() bool {
+	if b == nil {
+		return true
+	}
+	b.expire()
+	if b.balance() < b.withdraw {
+		return false
+	}
+	b.writer.Add(-b.withdraw)
+	return true
+}
+
+// Retries is how many retries the budget would allow now: its level, for
+// telemetry. A nil budget reports -1 (unlimited).
+func (b *Budget) Retries() int {
+	if b == nil {
+		return -1
+	}
+	b.expire()
+	return int(max(b.balance(), 0) / b.withdraw)
+}
+
+func (b *Budget) String() string {
+	if b == nil {
+		return "unlimited"
+	}
+	return fmt.Sprintf("budget(deposit %d, withdraw %d, reserve %d, %d retries left)", b.deposit, b.withdraw, b.reserve, b.Retries())
+}
+
+func (b *Budget) balance() int64 {
+	sum := b.writer.Load() + b.reserve
+	for i := range b.slots {
+		sum += b.slots[i].Load()
+	}
+	return sum
+}
+
+// expire commits the current window and clears the slots that have aged
+// past ttl, once a window has gone by.
+func (b *Budget) expire() {
+	now := int64(b.since(b.start))
+	if now-b.genAt.Load() < int64(b.window) {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	diff := time.Duration(now - b.genAt.Load())
+	if diff < b.window {
+		return // another goroutine moved the window on
+	}
+	b.slots[b.index].Store(b.writer.Swap(0))
+	idx := (b.index + 1) % budgetSlots
+	for n := 0; diff > b.window && n < budgetSlots; n++ { // after a long idle, every slot is stale
+		b.slots[idx].Store(0)
+		diff -= b.window
+		idx = (idx + 1) % budgetSlots
+	}
+	b.index = idx
+	b.genAt.Store(now)
+}

@@ -1,0 +1,175 @@
+package policy
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+)
+
+// fakeSince makes a budget's clock manual.
+func manual(b *Budget) *time.Duration {
+	var now time.Duration
+	b.since = func(time.Time) time.Duration { return now }
+	return &now
+}
+
+func withdrawals(b *Budget) int {
+	n := 0
+	for b.Withdraw() {
+		n++
+	}
+	return n
+}
+
+func TestBudgetArithmetic(t *testing.T) {
+	tests := []struct {
+		name              string
+		ttl               time.Duration
+		minPerSec         int
+		ratio             float64
+		deposit, withdraw int64
+		reserveRetries    int
+	}{
+		{"reqwest 20 %", 10 * time.Second, 10, 0.2, 1, 5, 100},
+		{"max_extra_load(0.0)", 10 * time.Second, 10, 0, 0, 1, 100},
+		{"ratio 1", time.Second, 5, 1, 1, 1, 5},
+		{"ratio 2: two retries a deposit", 10 * time.Second, 0, 2, 1000, 500, 0},
+		{"no reserve", 10 * time.Second, 0, 0.1, 1, 10, 0},
+	}
+	for _, tt := range tests {
+		b := MustBudget(tt.ttl, tt.minPerSec, tt.ratio)
+		manual(b)
+		if b.deposit != tt.deposit || b.withdraw != tt.withdraw {
+			t.Errorf("%s: deposit %d, withdraw %d; want %d, %d", tt.name, b.deposit, b.withdraw, tt.deposit, tt.withdraw)
+		}
+		if got := b.Retries(); got != tt.reserveRetries {
+			t.Errorf("%s: Retries() = %d, want %d", tt.name, got, tt.reserveRetries)
+		}
+		if got := withdrawals(b); got != tt.reserveRetries {
+			t.Errorf("%s: %d withdrawals from the reserve, want %d", tt.name, got, tt.reserveRetries)
+		}
+	}
+}
+
+// Seed 000's experiment at the unit level: 100 retries from the reserve,
+// then 20 successes buy 4 more.
+func TestBudgetSeedExperiment(t *testing.T) {
+	b := MustBudget(10*time.Second, 10, 0.2)
+	now := manual(b)
+	if got := withdrawals(b); got != 100 {
+		t.Fatalf("reserve: %d retries, want 100", got)
+	}
+	*now += time.Second
+	for range 20 {
+		b.Deposit()
+	}
+	if got := withdrawals(b); got != 4 {
+		t.Errorf("after 20 successes: %d retries, want 4", got)
+	}
+	// ratio 2: every deposit allows two retries.
+	b = MustBudget(10*time.Second, 0, 2)
+	manual(b)
+	b.Deposit()
+	if got := withdrawals(b); got != 2 {
+		t.Errorf("ratio 2: %d retries for one deposit, want 2", got)
+	}
+}
+
+// Deposits and withdrawals expire after ttl, in windows of ttl/10.
+func TestBudgetExpiry(t *testing.T) {
+	b := MustBudget(time.Second, 0, 1)
+	now := manual(b)
+	b.Deposit()
+	*now += 3 * time.Second
+	if b.Withdraw() {
+		t.Error("a deposit older than ttl still pays for a retry")
+	}
+
+	// tower's tps_slots: a deposit 901 ms old is still valid.
+	b = MustBudget(time.Second, 0, 0.5)
+	now = manual(b)
+	b.Deposit()
+	b.Deposit()
+	*now += 901 * time.Millisecond
+	if !b.Withdraw() {
+		t.Error("deposits 901 ms old: withdraw refused")
+	}
+	*now += 2001 * time.Millisecond // a blank slate
+	b.Deposit()
+	*now += 301 * time.Millisecond
+	b.Deposit()
+	*now += 801 * time.Millisecond
+	b.Deposit()
+	if !b.Withdraw() {
+		t.Error("the 2nd and 3rd deposits should pay for a retry")
+	}
+
+	// Spent reserve comes back once the withdrawals expire.
+	b = MustBudget(time.Second, 3, 1)
+	now = manual(b)
+	if got := withdrawals(b); got != 3 {
+		t.Fatalf("%d retries, want 3", got)
+	}
+	*now += 2 * time.Second
+	if got := withdrawals(b); got != 3 {
+		t.Errorf("after ttl: %d retries, want the reserve's 3 again", got)
+	}
+	// A long idle does not loop per window.
+	*now += 1000 * time.Hour
+	if got := b.Retries(); got != 3 {
+		t.Errorf("after a long idle: %d retries", got)
+	}
+}
+
+func TestNilBudgetIsUnlimited(t *testing.T) {
+	var b *Budget
+	b.Deposit()
+	for range 1000 {
+		if !b.Withdraw() {
+			t.Fatal("nil budget refused a retry")
+		}
+	}
+	if b.Retries() != -1 {
+		t.Errorf("Retries() = %d, want -1", b.Retries())
+	}
+}
+
+func TestNewBudgetRejects(t *testing.T) {
+	tests := []struct {
+		ttl       time.Duration
+		minPerSec int
+		ratio     float64
+		field     string
+	}{
+		{999 * time.Millisecond, 10, 0.2, "Budget.TTL"},
+		{61 * time.Second, 10, 0.2, "Budget.TTL"},
+		{10 * time.Second, -1, 0.2, "Budget.MinPerSecond"},
+		{10 * time.Second, 10, -0.1, "Budget.Ratio"},
+		{10 * time.Second, 10, 1000.5, "Budget.Ratio"},
+		{10 * time.Second, 10, math.NaN(), "Budget.Ratio"},
+	}
+	for _, tt := range tests {
+		_, err := NewBudget(tt.ttl, tt.minPerSec, tt.ratio)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != tt.field {
+			t.Errorf("NewBudget(%v, %d, %v) = %v, want a *ConfigError for %s", tt.ttl, tt.minPerSec, tt.ratio, err, tt.field)
+		}
+	}
+}
+
+func BenchmarkBudgetParallel(b *testing.B) {
+	budget := MustBudget(10*time.Second, 10, 0.2)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		n := 0
+		for pb.Next() {
+			if n%5 == 0 {
+				budget.Withdraw()
+			} else {
+				budget.Deposit()
+			}
+			n++
+		}
+	})
+}

@@ -1,0 +1,111 @@
+package policy_test
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"syscall"
+	"testing"
+
+	"github.com/retrystack/retrystack/policy"
+	"golang.org/x/net/http2"
+)
+
+func TestScope(t *testing.T) {
+	get := func(url string) *http.Request {
+		req, _ := http.NewRequest("GET", url, nil)
+		return req
+	}
+	tests := []struct {
+		scope policy.Scope
+		url   string
+		want  bool
+	}{
+		{policy.Scope{}, "http://anything.test/", true},
+		{policy.Scope{Hosts: []string{"localhost"}}, "http://localhost:8080/x", true},
+		{policy.Scope{Hosts: []string{"LocalHost"}}, "http://localhost/x", true},
+		{policy.Scope{Hosts: []string{"localhost"}}, "http://127.0.0.1:8080/x", false},
+		{policy.Scope{Hosts: []string{"a.test", "b.test"}}, "http://b.test/", true},
+		{policy.Scope{Match: func(r *http.Request) bool { return r.URL.Path != "/admin" }}, "http://a.test/admin", false},
+		{policy.Scope{Hosts: []string{"a.test"}, Match: func(*http.Request) bool { return true }}, "http://c.test/", false},
+	}
+	for _, tt := range tests {
+		if got := tt.scope.Covers(get(tt.url)); got != tt.want {
+			t.Errorf("%+v.Covers(%s) = %v", tt.scope, tt.url, got)
+		}
+	}
+}
+
+func TestHTTP2Kinds(t *testing.T) {
+	tests := []struct {
+		err  error
+		want policy.ErrorKind
+		nack bool
+	}{
+		{http2.StreamError{StreamID: 1, Code: http2.ErrCodeRefusedStream}, policy.ErrorRefusedStream, true},
+		{fmt.Errorf("round trip: %w", http2.StreamError{StreamID: 3, Code: http2.ErrCodeProtocol}), policy.ErrorProtocol, false},
+		{http2.GoAwayError{LastStreamID: 1, ErrCode: http2.ErrCodeNo}, policy.ErrorGoAway, true},
+		{http2.GoAwayError{ErrCode: http2.ErrCodeEnhanceYourCalm}, policy.ErrorProtocol, false},
+		{http2.ConnectionError(http2.ErrCodeProtocol), policy.ErrorProtocol, false},
+	}
+	for _, tt := range tests {
+		k := policy.KindOf(tt.err)
+		if k != tt.want || k.ProtocolNack() != tt.nack {
+			t.Errorf("KindOf(%v) = %v (nack %v), want %v (nack %v)", tt.err, k, k.ProtocolNack(), tt.want, tt.nack)
+		}
+	}
+}
+
+func TestProcessedBy(t *testing.T) {
+	tests := []struct {
+		name  string
+		err   error
+		wrote bool
+		want  policy.Processed
+	}{
+		{"response", nil, true, policy.Responded},
+		{"dial refused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, false, policy.NotSent},
+		{"dial error even if a trace said written", &net.OpError{Op: "dial", Err: errors.New("x")}, true, policy.NotSent},
+		{"refused stream after the headers", http2.StreamError{Code: http2.ErrCodeRefusedStream}, true, policy.NotSent},
+		{"nothing written", errors.New("boom"), false, policy.NotSent},
+		{"reset after write", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, true, policy.SentNoResponse},
+		{"goaway covering the stream", http2.GoAwayError{LastStreamID: 1, ErrCode: http2.ErrCodeNo}, true, policy.SentNoResponse},
+	}
+	for _, tt := range tests {
+		if got := policy.ProcessedBy(tt.err, tt.wrote); got != tt.want {
+			t.Errorf("%s: ProcessedBy = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestReqwestPresets(t *testing.T) {
+	refused := http2.StreamError{Code: http2.ErrCodeRefusedStream}
+	tests := []struct {
+		p    policy.Policy
+		a    policy.Attempt
+		want policy.Decision
+	}{
+		{policy.ReqwestDefault(), policy.Attempt{Request: request("POST"), Err: refused, Processed: policy.NotSent}, policy.Retry("protocol")},
+		{policy.ReqwestDefault(), policy.Attempt{Request: request("GET"), Response: status(503)}, policy.Stop(policy.StopNonRetryable)},
+		{policy.ReqwestDefault(), policy.Attempt{Request: request("GET"), Err: &net.OpError{Op: "read", Err: syscall.ECONNRESET}}, policy.Stop(policy.StopNonRetryable)},
+		{policy.ReqwestForHost("h"), policy.Attempt{Request: request("GET"), Response: status(503)}, policy.Stop(policy.StopNonRetryable)},
+		{policy.ReqwestForHost("h"), policy.Attempt{Request: request("GET"), Err: refused}, policy.Stop(policy.StopNonRetryable)},
+		{policy.ReqwestNever(), policy.Attempt{Request: request("GET"), Err: refused}, policy.Stop(policy.StopNonRetryable)},
+	}
+	for _, tt := range tests {
+		if got := tt.p.Classify(tt.a); got != tt.want {
+			t.Errorf("%s: %v/%v: %+v, want %+v", tt.p.Name, tt.a.Response, tt.a.Err, got, tt.want)
+		}
+		if err := tt.p.Validate(); err != nil {
+			t.Errorf("%s: %v", tt.p.Name, err)
+		}
+	}
+	fh := policy.ReqwestForHost("localhost")
+	if fh.Budget.Retries() != 100 || !fh.Scope.FromSecondRetry || fh.MaxAttempts != 3 || fh.Backoff != (policy.Backoff{}) {
+		t.Errorf("for_host: budget %v, scope %+v, attempts %d, backoff %+v", fh.Budget, fh.Scope, fh.MaxAttempts, fh.Backoff)
+	}
+	if d := policy.ReqwestDefault(); d.Budget != nil || d.MaxAttempts != 3 {
+		t.Errorf("reqwest default: budget %v, attempts %d", d.Budget, d.MaxAttempts)
+	}
+}
