@@ -19,7 +19,8 @@
 //
 //	/s/{code}              always answers code
 //	/fail/{K}/{code}       answers code K times, then 200
-//	/abort                 closes the connection without a response (reset=1: with a TCP RST)
+//	/abort                 a POST is processed (counted); then the connection closes without a response
+//	                       (reset=1: with a TCP RST)
 //	/orders                a POST is processed (counted), then answered 503
 //	/login                 first 503 + Set-Cookie lb=node-2, then 200 + Set-Cookie session=abc
 //	/me                    200 with the Cookie header it received as the body

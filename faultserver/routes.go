@@ -93,6 +93,9 @@ func (r *request) fail() error {
 }
 
 func (r *request) abort() error {
+	if r.Method == http.MethodPost {
+		r.s.processed(r.key, "/abort") // the body was read: the server may have acted
+	}
 	return r.drop(r.URL.Query().Get("reset") == "1")
 }
 

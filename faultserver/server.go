@@ -28,7 +28,7 @@ type Entry struct {
 // Stats counts one route's requests for one key.
 type Stats struct {
 	Requests  int // requests received
-	Processed int // writes performed: POSTs on /orders and /write
+	Processed int // writes performed: POSTs on /orders, /write and /abort
 }
 
 // Server is the HTTP/1.1 fault server. Its methods are safe for concurrent

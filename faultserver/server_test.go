@@ -150,6 +150,9 @@ func TestAbort(t *testing.T) {
 	if !errors.Is(err, syscall.ECONNRESET) {
 		t.Errorf("GET /abort?reset=1: error %v, want ECONNRESET", err)
 	}
+	if got := s.Stats("/abort", "k"); got != (faultserver.Stats{Requests: 2, Processed: 1}) {
+		t.Errorf("Stats(/abort, k) = %+v", got)
+	}
 	want := []faultserver.Entry{
 		{Seq: 1, Method: "POST", Path: "/abort", Route: "/abort", Key: "k", BodyBytes: 10},
 		{Seq: 2, Method: "GET", Path: "/abort", Route: "/abort", Key: "k"},

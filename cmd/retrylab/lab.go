@@ -66,10 +66,13 @@ type preset struct {
 }
 
 var presets = map[string]preset{
-	"none":    {nil, "no retry layer: what net/http alone does"},
-	"default": {policy.Default, "retrystack's safe default"},
-	"python":  {policy.Python, "seed 001's hand-written Python client"},
-	"node":    {policy.Node, "seed 004's GET-only Node client"},
+	"none":             {nil, "no retry layer: what net/http alone does"},
+	"default":          {policy.Default, "retrystack's safe default"},
+	"python":           {policy.Python, "seed 001's hand-written Python client"},
+	"node":             {policy.Node, "seed 004's GET-only Node client"},
+	"reqwest-default":  {policy.ReqwestDefault, "reqwest 0.13.5's client default: HTTP/2 protocol NACKs only"},
+	"reqwest-for-host": {func() policy.Policy { return policy.ReqwestForHost("127.0.0.1") }, "reqwest 0.13.5's for_host(127.0.0.1): nothing until a classifier is set"},
+	"reqwest-never":    {policy.ReqwestNever, "reqwest 0.13.5's never()"},
 }
 
 func presetNames() []string {
@@ -211,6 +214,9 @@ func runOne(ctx context.Context, srv *faultserver.Server, sc scenario, opts opti
 			if p := pitfalls(rep); p != "" {
 				got.Extra["pitfalls"] = p
 			}
+			if n := rep.TransparentAttempts(); n > 0 {
+				got.Extra["transparent_attempts"] = strconv.Itoa(n)
+			}
 			if t.recordElapsed {
 				got.Extra["elapsed_ms"] = strconv.FormatInt(rep.Elapsed.Milliseconds(), 10)
 			}
@@ -260,6 +266,19 @@ func (t *trial) send(method, path, body string, header ...string) (status int, r
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
+	return t.do(method, path, rd, header...)
+}
+
+// stream sends body as a stream: the request has no GetBody, so it cannot
+// be replayed.
+func (t *trial) stream(method, path, body string) (status int, respBody string, err error) {
+	return t.do(method, path, io.NopCloser(strings.NewReader(body)))
+}
+
+// forget drops the operations recorded so far: they set the scene.
+func (t *trial) forget() { t.ops = nil }
+
+func (t *trial) do(method, path string, rd io.Reader, header ...string) (status int, respBody string, err error) {
 	req, err := http.NewRequestWithContext(t.ctx, method, t.url(path), rd)
 	if err != nil {
 		return 0, "", err
@@ -299,13 +318,17 @@ func reportOf(err error) *engine.Report {
 	return nil
 }
 
-// url adds the trial's key to path.
+// url adds the trial's key to path, which is relative to the server or,
+// to name another origin, a whole URL.
 func (t *trial) url(path string) string {
 	sep := "?"
 	if strings.Contains(path, "?") {
 		sep = "&"
 	}
-	return t.base + path + sep + "key=" + url.QueryEscape(t.key)
+	if !strings.HasPrefix(path, "http") {
+		path = t.base + path
+	}
+	return path + sep + "key=" + url.QueryEscape(t.key)
 }
 
 // compare lists how got differs from want, in the notation of

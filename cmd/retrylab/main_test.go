@@ -107,7 +107,7 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"-bogus"}, "retrylab: flag provided but not defined: -bogus\n"},
-		{[]string{"-preset", "nope"}, "retrylab: unknown preset \"nope\" (have default, node, none, python)\n"},
+		{[]string{"-preset", "nope"}, "retrylab: unknown preset \"nope\" (have default, node, none, python, reqwest-default, reqwest-for-host, reqwest-never)\n"},
 		{[]string{"-stack", "timeout,cache"}, "retrylab: bad -stack: middleware: no layer named \"cache\" (have error-for-status, retry, timeout)\n"},
 		{[]string{"-stack", "timeout,timeout"}, "retrylab: bad -stack: middleware: duplicate layer name \"timeout\"\n"},
 		{[]string{"-run", "("}, "retrylab: bad -run: error parsing regexp: missing closing ): `(`\n"},
@@ -184,6 +184,25 @@ func TestCompare(t *testing.T) {
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.dev, compare(tt.want, got)); diff != "" {
 			t.Errorf("compare(%+v) (-want +got):\n%s", tt.want, diff)
+		}
+	}
+}
+
+func TestRuns(t *testing.T) {
+	tests := []struct {
+		in   []int
+		want string
+	}{
+		{nil, ""},
+		{[]int{3}, "3"},
+		{[]int{0, 0}, "0,0"},
+		{[]int{101, 1, 1}, "101,1,1"},
+		{[]int{1, 1, 1, 1, 5}, "1×4,5"},
+		{[]int{2, 0, 0, 0, 2}, "2,0×3,2"},
+	}
+	for _, tt := range tests {
+		if got := runs(tt.in); got != tt.want {
+			t.Errorf("runs(%v) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

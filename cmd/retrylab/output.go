@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -57,8 +58,8 @@ func printTable(w io.Writer, rows []row, experiment bool) error {
 			check += fmt.Sprintf(" [%d]", len(notes))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			r.sc.id, r.preset, r.stack, ints(r.got.ServerRequests), r.got.Result,
-			dash(r.got.Stop), dash(ints(r.got.PlannedWaitsMS)), dash(extra(r.got.Extra)), check)
+			r.sc.id, r.preset, r.stack, runs(r.got.ServerRequests), r.got.Result,
+			dash(r.got.Stop), dash(runs(r.got.PlannedWaitsMS)), dash(extra(r.got.Extra)), check)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -90,4 +91,24 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// runs lists xs for the table, a run of three or more equal values as
+// "v×n": a thousand waits of 0 ms print as "0×1000".
+func runs[T int | int64](xs []T) string {
+	var parts []string
+	for i := 0; i < len(xs); {
+		j := i
+		for j < len(xs) && xs[j] == xs[i] {
+			j++
+		}
+		v := strconv.FormatInt(int64(xs[i]), 10)
+		if n := j - i; n >= 3 {
+			parts = append(parts, v+"×"+strconv.Itoa(n))
+		} else {
+			parts = append(parts, strings.Repeat(v+",", n-1)+v)
+		}
+		i = j
+	}
+	return strings.Join(parts, ",")
 }
