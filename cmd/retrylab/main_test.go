@@ -72,7 +72,7 @@ func TestJSONLines(t *testing.T) {
 }
 
 func TestListAndRun(t *testing.T) {
-	code, out, _ := runLab(t, "-list", "-run", "h2-")
+	code, out, _ := runLab(t, "-list", "-run", "^base/h2-")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -82,7 +82,7 @@ func TestListAndRun(t *testing.T) {
 	}
 	want := []string{"base/h2-get-refused-1", "base/h2-post-refused-1", "base/h2-get-goaway"}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("-list -run h2- (-want +got):\n%s", diff)
+		t.Errorf("-list -run ^base/h2- (-want +got):\n%s", diff)
 	}
 }
 
