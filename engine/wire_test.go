@@ -1,0 +1,215 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/policy"
+)
+
+func retry503(p *policy.Policy) {
+	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503)}.Classify
+}
+
+func TestScope(t *testing.T) {
+	tests := []struct {
+		name  string
+		p     policy.Policy
+		local bool // send to localhost instead of 127.0.0.1
+		want  outcome
+	}{
+		{"default checks before the first retry", withScope(policy.Default(), false), false,
+			outcome{Status: 503, Requests: 1, Stop: policy.StopOutOfScope, Pitfalls: []Pitfall{PitfallExhaustedRetryableStatus}}},
+		{"in scope", withScope(policy.Default(), false), true,
+			outcome{Status: 503, Requests: 3, Stop: policy.StopAttemptsExhausted, Waits: []time.Duration{50 * ms, 100 * ms}, Pitfalls: []Pitfall{PitfallExhaustedRetryableStatus}}},
+		{"reqwest's quirk sends it twice", reqwestForLocalhost(), false,
+			outcome{Status: 503, Requests: 2, Stop: policy.StopOutOfScope, Waits: []time.Duration{0}, Pitfalls: []Pitfall{PitfallScopeLeak, PitfallExhaustedRetryableStatus}}},
+		{"reqwest in scope", reqwestForLocalhost(), true,
+			outcome{Status: 503, Requests: 3, Stop: policy.StopAttemptsExhausted, Waits: []time.Duration{0, 0}, Pitfalls: []Pitfall{PitfallExhaustedRetryableStatus}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := setup(t, tt.p)
+			path := "/s/503"
+			if tt.local {
+				path = f.srv.LocalhostURL() + path
+			}
+			resp, rep, err := f.sendURL(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, f.outcome(resp, rep)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func withScope(p policy.Policy, fromSecond bool) policy.Policy {
+	p.Scope = policy.Scope{Hosts: []string{"localhost"}, FromSecondRetry: fromSecond}
+	return p
+}
+
+func reqwestForLocalhost() policy.Policy {
+	p := policy.ReqwestForHost("localhost")
+	retry503(&p)
+	return p
+}
+
+// sendURL is send for a GET whose path may be a whole URL.
+func (f *fixture) sendURL(ctx context.Context, path string) (*http.Response, *Report, error) {
+	if strings.HasPrefix(path, "http") {
+		req, _ := http.NewRequestWithContext(ctx, "GET", path+"?key="+f.t.Name(), nil)
+		resp, err := f.client.Do(req)
+		if err != nil {
+			return nil, nil, err
+		}
+		return resp, ReportOf(resp), nil
+	}
+	return f.send(ctx, "GET", path, "", false)
+}
+
+// One budget is shared by every request of the engine: seed 000's
+// experiment, [101, 1, 1], then 4 more retries after 20 successes.
+func TestBudgetSharedAcrossRequests(t *testing.T) {
+	p := policy.ReqwestForHost("127.0.0.1")
+	retry503(&p)
+	p.MaxAttempts = 1001
+	f := setup(t, p)
+	var got []int
+	var stops []policy.StopReason
+	for range 3 {
+		before := f.requests()
+		resp, rep, err := f.send(context.Background(), "GET", "/s/503", "", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		got, stops = append(got, f.requests()-before), append(stops, rep.Stop)
+	}
+	if diff := cmp.Diff([]int{101, 1, 1}, got); diff != "" {
+		t.Errorf("requests per operation (-want +got):\n%s", diff)
+	}
+	for _, s := range stops {
+		if s != policy.StopBudgetExhausted {
+			t.Errorf("stop %s, want budget-exhausted", s)
+		}
+	}
+	for range 20 {
+		resp, _, _ := f.send(context.Background(), "GET", "/s/200", "", false)
+		resp.Body.Close()
+	}
+	resp, rep, _ := f.send(context.Background(), "GET", "/s/503", "", false)
+	resp.Body.Close()
+	if len(rep.Attempts) != 5 {
+		t.Errorf("after 20 successes: %d attempts, want 5", len(rep.Attempts))
+	}
+}
+
+// h2c returns a client with the retry layer over a prior-knowledge h2c
+// transport to a fresh h2c fault server.
+func h2c(t *testing.T, p policy.Policy, faults ...faultserver.H2Fault) (*faultserver.H2Server, *http.Client) {
+	t.Helper()
+	srv, err := faultserver.NewH2(faultserver.H2Config{Faults: faults})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Config{Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	c := &http.Client{Transport: e.Layer().Wrap(tr)}
+	t.Cleanup(func() { c.CloseIdleConnections(); srv.Close() })
+	return srv, c
+}
+
+// net/http resends a refused stream by itself; the engine counts the resend
+// as a transparent attempt and does not retry on top of it.
+func TestHiddenRetriesHTTP2(t *testing.T) {
+	tests := []struct {
+		name        string
+		p           policy.Policy
+		fault       faultserver.H2Fault
+		method      string
+		body        io.Reader
+		wantStreams int
+		wantErr     bool
+		want        []AttemptRecord
+	}{
+		{"refused GET", policy.ReqwestNever(), faultserver.H2Refuse, "GET", nil, 2, false,
+			[]AttemptRecord{{Status: 200, Processed: policy.Responded, Transparent: 1, Decision: policy.Stop(policy.StopSuccess)}}},
+		{"refused POST with GetBody", policy.Default(), faultserver.H2Refuse, "POST", bytes.NewReader([]byte("x")), 2, false,
+			[]AttemptRecord{{Status: 200, Processed: policy.Responded, Transparent: 1, Decision: policy.Stop(policy.StopSuccess)}}},
+		{"GOAWAY below the stream", policy.ReqwestNever(), faultserver.H2GoAway, "GET", nil, 2, false,
+			[]AttemptRecord{{Status: 200, Processed: policy.Responded, Transparent: 1, Decision: policy.Stop(policy.StopSuccess)}}},
+		// net/http reports these two with errors of no exported type, so
+		// they are not retried, and the attempt counts as possibly processed.
+		{"refused streaming POST", policy.Default(), faultserver.H2Refuse, "POST", io.NopCloser(strings.NewReader("x")), 1, true,
+			[]AttemptRecord{{Processed: policy.SentNoResponse, Decision: policy.Stop(policy.StopNonRetryable)}}},
+		{"GOAWAY at the stream: may be processed", policy.Default(), faultserver.H2GoAwayProcessed, "GET", nil, 1, true,
+			[]AttemptRecord{{Processed: policy.SentNoResponse, Decision: policy.Stop(policy.StopNonRetryable)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, c := h2c(t, tt.p, tt.fault)
+			req, _ := http.NewRequest(tt.method, srv.URL()+"/", tt.body)
+			resp, err := c.Do(req)
+			var rep *Report
+			if err != nil {
+				var ee *Error
+				if !errors.As(err, &ee) {
+					t.Fatalf("error %v carries no report", err)
+				}
+				rep = ee.Report
+			} else {
+				resp.Body.Close()
+				rep = ReportOf(resp)
+			}
+			if (err != nil) != tt.wantErr {
+				t.Errorf("error %v, want error %v", err, tt.wantErr)
+			}
+			if srv.Streams() != tt.wantStreams {
+				t.Errorf("%d streams, want %d", srv.Streams(), tt.wantStreams)
+			}
+			ignoreErr := cmp.Transformer("noErr", func(a AttemptRecord) AttemptRecord { a.Err = nil; return a })
+			if diff := cmp.Diff(tt.want, rep.Attempts, ignoreErr); diff != "" {
+				t.Errorf("attempts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// On HTTP/1.1, a GET on a reused connection that the server closes without
+// a response is resent by net/http on a new connection: the server sees
+// it twice, the engine one attempt with one transparent resend.
+func TestHiddenRetriesHTTP1(t *testing.T) {
+	f := setup(t, policy.ReqwestNever())
+	resp, _, err := f.send(context.Background(), "GET", "/s/200", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close() // the connection goes back to the pool, to be reused
+	before := f.requests()
+	_, rep, err := f.send(context.Background(), "GET", "/abort", "", false)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if got := f.requests() - before; got != 2 {
+		t.Errorf("server saw %d requests, want 2", got)
+	}
+	if len(rep.Attempts) != 1 || rep.TransparentAttempts() != 1 {
+		t.Errorf("%d attempts, %d transparent; want 1 and 1", len(rep.Attempts), rep.TransparentAttempts())
+	}
+}
