@@ -59,10 +59,11 @@ func (o *funcOp[T]) unsafe(attemptInfo) bool               { return false }
 func (o *funcOp[T]) statusError(T) *middleware.StatusError { return nil }
 func (o *funcOp[T]) abandon()                              {}
 
-func (o *funcOp[T]) discard(v T) {
+func (o *funcOp[T]) discard(v T) []string {
 	if o.op.Discard != nil {
 		o.op.Discard(v)
 	}
+	return nil
 }
 
 func (o *funcOp[T]) keep(v T, d deadlines) T {

@@ -126,11 +126,30 @@ func (o *httpOp) unsafe(info attemptInfo) bool {
 	return info.processed != policy.NotSent && !policy.Idempotent(o.req)
 }
 
-// discard drains a bounded amount so the connection can be reused, then
-// closes the body.
-func (o *httpOp) discard(resp *http.Response) {
+// discard shows the response to the observer a layer above registered,
+// then drains a bounded amount so the connection can be reused, and closes
+// the body.
+func (o *httpOp) discard(resp *http.Response) (lost []string) {
+	if obs, ok := o.req.Context().Value(discardKey{}).(DiscardObserver); ok {
+		lost = obs(resp)
+	}
 	io.CopyN(io.Discard, resp.Body, DrainLimit)
 	resp.Body.Close()
+	return lost
+}
+
+// A DiscardObserver sees each response a retry layer below it throws away,
+// before the body is drained; it must not read the body. It returns the
+// names of the cookies the response set that are now lost, if any: the
+// engine reports them as the cookie-lost pitfall.
+type DiscardObserver func(resp *http.Response) (lostCookies []string)
+
+type discardKey struct{}
+
+// WithDiscardObserver returns a context that carries obs to the retry
+// layers below the caller, e.g. from a cookie layer that sits outside retry.
+func WithDiscardObserver(ctx context.Context, obs DiscardObserver) context.Context {
+	return context.WithValue(ctx, discardKey{}, obs)
 }
 
 func (o *httpOp) statusError(resp *http.Response) *middleware.StatusError {

@@ -104,6 +104,10 @@ const (
 	// PitfallBudgetExhausted: a retry was wanted but the client-wide budget
 	// was empty.
 	PitfallBudgetExhausted Pitfall = "budget-exhausted"
+	// PitfallCookieLost: a discarded response set cookies that no cookie
+	// layer stored, because the cookie layer sits outside the retry layer
+	// (reqwest's order). PitfallEvent.Cookies names them.
+	PitfallCookieLost Pitfall = "cookie-lost"
 )
 
 // Hooks observe operations. Each is called synchronously on the request's
@@ -139,4 +143,5 @@ type PitfallEvent struct {
 	Context context.Context
 	Report  *Report
 	Pitfall Pitfall
+	Cookies []string // cookie-lost: the names of the lost cookies, never their values
 }

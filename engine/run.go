@@ -27,8 +27,9 @@ type operation[T any] interface {
 	covered() bool
 	// unsafe reports whether resending may repeat an effect.
 	unsafe(info attemptInfo) bool
-	// discard releases a result the loop will not return.
-	discard(v T)
+	// discard releases a result the loop will not return, and names the
+	// cookies it set that nobody stored.
+	discard(v T) (lostCookies []string)
 	// keep hands v to the caller; d.release must run once v is consumed.
 	keep(v T, d deadlines) T
 	// statusError reads v into an error for FailOnExhausted; nil if v has
@@ -167,7 +168,9 @@ func run[T any, O operation[T]](ctx context.Context, e *Engine, o O, rep *Report
 			e.pitfall(ctx, rep, PitfallNonIdempotentRetried)
 		}
 		if err == nil {
-			o.discard(v)
+			if lost := o.discard(v); len(lost) > 0 {
+				e.pitfall(ctx, rep, PitfallCookieLost, lost...)
+			}
 		}
 		d.release0()
 		rep.PlannedWaits = append(rep.PlannedWaits, wait)
@@ -241,9 +244,9 @@ func plan[T any, O operation[T]](e *Engine, ctx, opCtx context.Context, o O, v T
 	return "", wait, fromHint
 }
 
-func (e *Engine) pitfall(ctx context.Context, rep *Report, p Pitfall) {
+func (e *Engine) pitfall(ctx context.Context, rep *Report, p Pitfall, cookies ...string) {
 	rep.Pitfalls = append(rep.Pitfalls, p)
 	if e.hooks.OnPitfall != nil {
-		e.hooks.OnPitfall(PitfallEvent{Context: ctx, Report: rep, Pitfall: p})
+		e.hooks.OnPitfall(PitfallEvent{Context: ctx, Report: rep, Pitfall: p, Cookies: cookies})
 	}
 }
