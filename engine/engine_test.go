@@ -117,15 +117,11 @@ func (f *fixture) send(ctx context.Context, method, path, body string, stream bo
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {
-		var ee *Error
-		var xe *ExhaustedError
-		switch {
-		case errors.As(err, &ee):
-			return nil, ee.Report, err
-		case errors.As(err, &xe):
-			return nil, xe.Report, err
+		rep := ReportFrom(err)
+		if rep == nil {
+			f.t.Fatalf("error %v carries no report", err)
 		}
-		f.t.Fatalf("error %v carries no report", err)
+		return nil, rep, err
 	}
 	rep := ReportOf(resp)
 	if rep == nil {
@@ -135,6 +131,12 @@ func (f *fixture) send(ctx context.Context, method, path, body string, stream bo
 }
 
 func (f *fixture) requests() int {
+	// A client that gave up may leave the server still reading the request.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.srv.WaitIdle(ctx); err != nil {
+		f.t.Fatalf("server never went idle: %v", err)
+	}
 	n := 0
 	for _, e := range f.srv.Log() {
 		if e.Key == f.t.Name() {
@@ -532,5 +534,31 @@ func TestNewRejectsBadPolicy(t *testing.T) {
 	var ce *policy.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "MaxAttempts" {
 		t.Errorf("New: %v, want a *policy.ConfigError for MaxAttempts", err)
+	}
+}
+
+// The README's stack: error-for-status above retry. The status error still
+// leads to the report.
+func TestReportFromStatusError(t *testing.T) {
+	srv, err := faultserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	e, _ := New(Config{Policy: policy.Default()})
+	e.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+	stack, err := middleware.NewStack(middleware.ErrorForStatus(0), e.Layer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	_, err = (&http.Client{Transport: stack.Then(tr)}).Get(srv.URL() + "/s/503")
+	rep := ReportFrom(err)
+	if rep == nil || len(rep.Attempts) != 3 || rep.Stop != policy.StopAttemptsExhausted {
+		t.Errorf("ReportFrom(%v) = %+v", err, rep)
+	}
+	if ReportFrom(errors.New("other")) != nil {
+		t.Error("a plain error has a report")
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -53,6 +54,24 @@ func ReportOf(resp *http.Response) *Report {
 	}
 	rep, _ := resp.Request.Context().Value(reportKey{}).(*Report)
 	return rep
+}
+
+// ReportFrom returns the report an error from a stack carries: an *Error,
+// an *ExhaustedError, or a *middleware.StatusError made by a layer above the
+// retry layer from its response. It returns nil for any other error.
+func ReportFrom(err error) *Report {
+	var ee *Error
+	var xe *ExhaustedError
+	var se *middleware.StatusError
+	switch {
+	case errors.As(err, &ee):
+		return ee.Report
+	case errors.As(err, &xe):
+		return xe.Report
+	case errors.As(err, &se):
+		return ReportOf(se.Response)
+	}
+	return nil
 }
 
 // Error is returned when an operation ends without a result: its last

@@ -29,8 +29,10 @@
 //	/slow/headers          waits delay=D before the headers (code=C, default 200)
 //	/slow/body             sends the headers and half the body (size=N, default 64), waits delay=D, sends the rest
 //	/redirect/{code}/{n}   answers code with a Location one hop closer to /redirect/{code}/0,
-//	                       which echoes like /echo; abs=1 makes Location absolute, cross=1 makes each
-//	                       hop cross origins (127.0.0.1 ↔ localhost), to=URL is the last hop's Location
+//	                       which echoes like /echo; the Location is an absolute path, or with
+//	                       rel=1 relative to the current path ("1?..."), with abs=1 an absolute URL;
+//	                       cross=1 makes each hop cross origins (127.0.0.1 ↔ localhost);
+//	                       to=URL is the last hop's Location; the query is kept on every hop
 //	/redirect/{code}/loop  answers code with a Location pointing at itself
 //	/echo                  200 with a JSON [Echo] of the request
 //

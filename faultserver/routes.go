@@ -86,10 +86,15 @@ func (r *request) fail() error {
 	if err != nil {
 		return err
 	}
-	if r.next() < k {
-		return r.reply(code, true)
+	failure, err := r.params(code)
+	if err != nil {
+		return err
 	}
-	return r.reply(http.StatusOK, false)
+	success, _ := r.params(http.StatusOK)
+	if r.next() < k {
+		return r.send(code, failure, true)
+	}
+	return r.send(http.StatusOK, success, false)
 }
 
 func (r *request) abort() error {
@@ -211,7 +216,10 @@ func (r *request) redirect() error {
 		case q.Get("abs") == "1":
 			loc = "http://" + r.Host + next
 		case q.Get("rel") == "1":
-			loc = next[strings.LastIndex(next, "/")+1:] // relative to this path
+			loc = strconv.Itoa(n - 1) // relative to this path: its last segment
+			if r.URL.RawQuery != "" {
+				loc += "?" + r.URL.RawQuery
+			}
 		default:
 			loc = next
 		}
@@ -243,36 +251,55 @@ func (r *request) echo() error {
 // reply sends code with a body (size=N bytes, or the status text) and, when
 // hints is set, the Retry-After the query asks for.
 func (r *request) reply(code int, hints bool) error {
+	p, err := r.params(code)
+	if err != nil {
+		return err
+	}
+	return r.send(code, p, hints)
+}
+
+// answer is what the query asks a status route to send.
+type answer struct {
+	retryAfter string // "" for none
+	body       string
+}
+
+// params parses the query of a status route, before any state changes, so
+// a bad parameter costs nothing.
+func (r *request) params(code int) (answer, error) {
 	q := r.URL.Query()
-	h := r.w.Header()
-	if hints {
-		if v, ok := q["retry-after"]; ok {
-			h.Set("Retry-After", v[0])
+	a := answer{body: http.StatusText(code) + "\n"}
+	if v, ok := q["retry-after"]; ok {
+		a.retryAfter = v[0]
+	}
+	if q.Has("retry-after-in") {
+		d, err := durationParam(r.Request, "retry-after-in")
+		if err != nil {
+			return answer{}, err
 		}
-		if q.Has("retry-after-in") {
-			d, err := durationParam(r.Request, "retry-after-in")
-			if err != nil {
-				return err
-			}
-			date, err := httpDate(r.s.now().Add(d), q.Get("retry-after-form"))
-			if err != nil {
-				return err
-			}
-			h.Set("Retry-After", date)
+		if a.retryAfter, err = httpDate(time.Now().Add(d), q.Get("retry-after-form")); err != nil {
+			return answer{}, err
 		}
 	}
-	body := http.StatusText(code) + "\n"
 	if q.Has("size") {
 		n, err := intParam(r.Request, "size", 0)
 		if err != nil {
-			return err
+			return answer{}, err
 		}
-		body = strings.Repeat("x", n)
+		a.body = strings.Repeat("x", n)
+	}
+	return a, nil
+}
+
+func (r *request) send(code int, a answer, hints bool) error {
+	h := r.w.Header()
+	if hints && a.retryAfter != "" {
+		h.Set("Retry-After", a.retryAfter)
 	}
 	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Content-Length", strconv.Itoa(len(a.body)))
 	r.w.WriteHeader(code)
-	_, err := r.w.Write([]byte(body))
+	_, err := r.w.Write([]byte(a.body))
 	return err
 }
 

@@ -37,7 +37,6 @@ type Server struct {
 	srv  *http.Server
 	ln   net.Listener
 	port string
-	now  func() time.Time
 
 	closing  chan struct{} // closed by Close: every wait ends
 	serveErr chan error
@@ -49,8 +48,11 @@ type Server struct {
 	state    map[string]int      // per-path-and-key progress of /fail and /login
 	written  map[string]struct{} // Idempotency-Keys /write has processed, per key
 	open     int                 // connections open
-	handlers sync.WaitGroup      // handlers running
-	conns    sync.WaitGroup      // connections not yet closed or hijacked
+	states   map[net.Conn]http.ConnState
+	busy     int            // connections new or active, plus handlers running
+	changed  chan struct{}  // closed and replaced whenever busy drops
+	handlers sync.WaitGroup // handlers running
+	conns    sync.WaitGroup // connections not yet closed or hijacked
 }
 
 type routeKey struct{ route, key string }
@@ -64,12 +66,13 @@ func New() (*Server, error) {
 	s := &Server{
 		ln:       ln,
 		port:     strconv.Itoa(ln.Addr().(*net.TCPAddr).Port),
-		now:      time.Now,
 		closing:  make(chan struct{}),
 		serveErr: make(chan error, 1),
 		stats:    map[routeKey]Stats{},
 		state:    map[string]int{},
 		written:  map[string]struct{}{},
+		states:   map[net.Conn]http.ConnState{},
+		changed:  make(chan struct{}),
 	}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
@@ -134,7 +137,7 @@ func (s *Server) Close() error {
 	return err
 }
 
-func (s *Server) connState(_ net.Conn, state http.ConnState) {
+func (s *Server) connState(c net.Conn, state http.ConnState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch state {
@@ -144,6 +147,48 @@ func (s *Server) connState(_ net.Conn, state http.ConnState) {
 	case http.StateHijacked, http.StateClosed:
 		s.open--
 		s.conns.Done()
+	}
+	working := func(st http.ConnState) bool { return st == http.StateNew || st == http.StateActive }
+	prev, seen := s.states[c]
+	was, now := seen && working(prev), working(state)
+	if state == http.StateHijacked || state == http.StateClosed {
+		delete(s.states, c)
+	} else {
+		s.states[c] = state
+	}
+	switch {
+	case now && !was:
+		s.busy++
+	case was && !now:
+		s.busyDone()
+	}
+}
+
+// busyDone lowers busy and wakes WaitIdle; s.mu is held.
+func (s *Server) busyDone() {
+	s.busy--
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// WaitIdle waits until no request is being read or handled: every
+// connection is idle or closed and every handler has returned. A client
+// that gave up on a request may leave the server still reading it; tests
+// call WaitIdle before they count. It returns ctx's error if ctx ends
+// first, for instance while a client holds a connection it never uses.
+func (s *Server) WaitIdle(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		busy, changed := s.busy, s.changed
+		s.mu.Unlock()
+		if busy == 0 {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
@@ -159,7 +204,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.handlers.Add(1)
-	defer s.handlers.Done()
+	s.busy++
+	defer func() {
+		s.mu.Lock()
+		s.busyDone()
+		s.mu.Unlock()
+		s.handlers.Done()
+	}()
 	seq := len(s.log) + 1
 	s.log = append(s.log, Entry{
 		Seq:            seq,

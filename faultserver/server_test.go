@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"runtime"
@@ -282,6 +283,7 @@ func TestRedirectLocations(t *testing.T) {
 		{s.URL() + "/redirect/302/2", "/redirect/302/1"},
 		{s.URL() + "/redirect/301/2?key=q", "/redirect/301/1?key=q"},
 		{s.URL() + "/redirect/307/2?rel=1", "1?rel=1"},
+		{s.URL() + "/redirect/307/12?rel=1&note=a/b", "11?rel=1&note=a/b"},
 		{s.URL() + "/redirect/308/2?abs=1", s.URL() + "/redirect/308/1?abs=1"},
 		{s.URL() + "/redirect/303/2?cross=1", local + "/redirect/303/1?cross=1"},
 		{local + "/redirect/303/2?cross=1", s.URL() + "/redirect/303/1?cross=1"},
@@ -361,8 +363,10 @@ func TestCloseWithRequestsInFlight(t *testing.T) {
 		_, err := c.Get(s.URL() + "/slow/headers?delay=1h")
 		done <- err
 	}()
-	for s.Stats("/slow/headers", "").Requests == 0 {
-		runtime.Gosched()
+	for spin := time.Now(); s.Stats("/slow/headers", "").Requests == 0; runtime.Gosched() {
+		if time.Since(spin) > time.Minute {
+			t.Fatal("the request never reached the server")
+		}
 	}
 	if got := s.OpenConns(); got != 2 {
 		t.Errorf("OpenConns() = %d, want 2", got)
@@ -378,5 +382,51 @@ func TestCloseWithRequestsInFlight(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// A client that gives up may leave the server still reading its request:
+// WaitIdle waits for the server to finish before the log is read.
+func TestWaitIdle(t *testing.T) {
+	s, c := start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the request is written, but the client stops waiting at once
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+"/slow/headers?delay=1h&key=w", nil)
+	c.Do(req)
+	if err := s.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range s.Log() {
+		if e.Status != 0 {
+			t.Errorf("entry %+v: a dropped request has no status", e)
+		}
+	}
+
+	// A connection that never sends keeps the server busy: WaitIdle gives
+	// up with the context.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for spin := time.Now(); s.OpenConns() == 0; runtime.Gosched() {
+		if time.Since(spin) > time.Minute {
+			t.Fatal("the connection never reached the server")
+		}
+	}
+	short, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := s.WaitIdle(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitIdle with a silent connection open: %v, want the context's deadline", err)
+	}
+}
+
+func TestFailParametersAreCheckedFirst(t *testing.T) {
+	s, c := start(t)
+	if a := get(t, c, s.URL()+"/fail/1/503?retry-after-in=x&key=p"); a.Status != 400 {
+		t.Fatalf("bad parameter: status %d", a.Status)
+	}
+	if a := get(t, c, s.URL()+"/fail/1/503?key=p"); a.Status != 503 {
+		t.Errorf("after a rejected request: status %d, want the first failure, 503", a.Status)
 	}
 }

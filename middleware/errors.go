@@ -15,6 +15,9 @@ type UnknownLayerError struct {
 }
 
 func (e *UnknownLayerError) Error() string {
+	if len(e.Have) == 0 {
+		return fmt.Sprintf("middleware: no layer named %q (the stack is empty)", e.Name)
+	}
 	return fmt.Sprintf("middleware: no layer named %q (have %s)", e.Name, strings.Join(e.Have, ", "))
 }
 
@@ -39,6 +42,10 @@ func (e *InvalidLayerError) Error() string {
 // status is 400 or more. It keeps what a caller needs to report or inspect
 // the failure; the response body itself has been read (bounded) and closed.
 type StatusError struct {
+	// Response is the response, its body replaced by http.NoBody; through
+	// its Request, layers below can still be asked about it (for instance
+	// engine.ReportOf).
+	Response   *http.Response
 	StatusCode int
 	Status     string      // e.g. "503 Service Unavailable"
 	Header     http.Header // the response headers

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,16 +43,22 @@ func (e *errorForStatus) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, ReadStatusError(resp, e.limit)
 }
 
-// ReadStatusError reads at most limit bytes of resp's body, closes it, and
-// returns the *StatusError describing resp.
+// ReadStatusError reads at most limit bytes of resp's body (limit <= 0
+// means DefaultStatusBodyLimit), closes it, and returns the *StatusError
+// describing resp.
 func ReadStatusError(resp *http.Response, limit int64) *StatusError {
+	if limit <= 0 {
+		limit = DefaultStatusBodyLimit
+	}
 	body, readErr := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	resp.Body.Close()
+	resp.Body = http.NoBody
 	truncated := readErr != nil || int64(len(body)) > limit
 	if int64(len(body)) > limit {
 		body = body[:limit]
 	}
 	return &StatusError{
+		Response:   resp,
 		StatusCode: resp.StatusCode,
 		Status:     resp.Status,
 		Header:     resp.Header,
@@ -64,7 +71,8 @@ func (e *errorForStatus) CloseIdleConnections() { closeIdle(e.next) }
 
 // Header returns the layer "header", which sets each header of h on every
 // request that passes through it, replacing values the request had. The
-// caller's request is not modified; h must not be modified afterwards.
+// caller's request is not modified, and h is copied. To have two header
+// layers in one stack, rename one: l := Header(h); l.Name = "auth".
 func Header(h http.Header) Layer {
 	h = h.Clone()
 	return HeaderFunc(func(*http.Request) (http.Header, error) { return h, nil })
@@ -76,6 +84,9 @@ func Header(h http.Header) Layer {
 // between attempts. An error from fn fails that request, wrapped.
 // fn must be safe for concurrent use.
 func HeaderFunc(fn func(*http.Request) (http.Header, error)) Layer {
+	if fn == nil {
+		return Layer{Name: "header", invalid: "nil header function"}
+	}
 	return Layer{Name: "header", Wrap: func(next http.RoundTripper) http.RoundTripper {
 		return &header{next: next, fn: fn}
 	}}
@@ -102,7 +113,7 @@ func (h *header) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.Header = make(http.Header, len(add))
 	}
 	for k, v := range add {
-		r.Header[k] = append([]string(nil), v...)
+		r.Header[http.CanonicalHeaderKey(k)] = append([]string(nil), v...)
 	}
 	return h.next.RoundTrip(&r)
 }
@@ -130,12 +141,16 @@ type timeout struct {
 	limit time.Duration
 }
 
+// errLayerTimeout is the cause of the layer's own deadline: it tells the
+// layer's timeout from the caller's, whichever is read first.
+var errLayerTimeout = errors.New("middleware: timeout layer deadline")
+
 func (t *timeout) RoundTrip(req *http.Request) (*http.Response, error) {
 	parent := req.Context()
-	ctx, cancel := context.WithTimeout(parent, t.limit)
+	ctx, cancel := context.WithTimeoutCause(parent, t.limit, errLayerTimeout)
 	resp, err := t.next.RoundTrip(req.WithContext(ctx))
 	if err != nil {
-		err = t.classify(ctx, parent, err)
+		err = t.classify(ctx, err)
 		cancel()
 		return nil, err
 	}
@@ -143,14 +158,14 @@ func (t *timeout) RoundTrip(req *http.Request) (*http.Response, error) {
 		cancel()
 		return resp, nil
 	}
-	resp.Body = &timeoutBody{rc: resp.Body, t: t, ctx: ctx, parent: parent, cancel: cancel}
+	resp.Body = &timeoutBody{rc: resp.Body, t: t, ctx: ctx, cancel: cancel}
 	return resp, nil
 }
 
 // classify names err a TimeoutError when this layer's deadline, not the
-// caller's context, ended the attempt.
-func (t *timeout) classify(ctx, parent context.Context, err error) error {
-	if ctx.Err() == context.DeadlineExceeded && parent.Err() == nil {
+// caller's context, ended the attempt first.
+func (t *timeout) classify(ctx context.Context, err error) error {
+	if context.Cause(ctx) == errLayerTimeout {
 		return &TimeoutError{Limit: t.limit, Err: err}
 	}
 	return err
@@ -161,10 +176,10 @@ func (t *timeout) CloseIdleConnections() { closeIdle(t.next) }
 // timeoutBody keeps the attempt's deadline alive while the caller reads, and
 // releases it at EOF or Close, like net/http's own client timeout does.
 type timeoutBody struct {
-	rc          io.ReadCloser
-	t           *timeout
-	ctx, parent context.Context
-	cancel      context.CancelFunc
+	rc     io.ReadCloser
+	t      *timeout
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 func (b *timeoutBody) Read(p []byte) (int, error) {
@@ -172,7 +187,7 @@ func (b *timeoutBody) Read(p []byte) (int, error) {
 	if err == io.EOF {
 		b.cancel()
 	} else if err != nil {
-		err = b.t.classify(b.ctx, b.parent, err)
+		err = b.t.classify(b.ctx, err)
 	}
 	return n, err
 }

@@ -99,7 +99,10 @@ func TestErrorForStatus(t *testing.T) {
 		if got, want := se.Header.Get("Retry-After"), tt.retryAfter; got != want {
 			t.Errorf("GET %s: Retry-After = %q, want %q", tt.path, got, want)
 		}
-		se.Header = nil
+		if se.Response == nil || se.Response.Body != http.NoBody || se.Response.Request == nil {
+			t.Errorf("GET %s: StatusError.Response %+v, want the response with its request and an empty body", tt.path, se.Response)
+		}
+		se.Header, se.Response = nil, nil
 		if diff := cmp.Diff(tt.want, se); diff != "" {
 			t.Errorf("GET %s: StatusError (-want +got):\n%s", tt.path, diff)
 		}
@@ -168,7 +171,7 @@ func slowServer() *httptest.Server {
 }
 
 // attemptLimit is generous: the tests wait for it to pass, so it only needs
-// to exceed what a loaded machine takes to send headers on a warm connection.
+// to exceed what a loaded machine takes to connect and send headers.
 const attemptLimit = 200 * time.Millisecond
 
 func TestTimeout(t *testing.T) {
@@ -178,22 +181,20 @@ func TestTimeout(t *testing.T) {
 	_, err := c.Get(srv.URL + "/headers")
 	assertAttemptTimeout(t, "slow headers", err)
 
-	// A warm connection makes the headers arrive well within the limit.
-	resp, err := c.Get(srv.URL + "/fast")
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	resp, err = c.Get(srv.URL + "/body")
+	resp, err := c.Get(srv.URL + "/body")
 	if err != nil {
 		t.Fatalf("slow body: headers should arrive in time: %v", err)
 	}
 	_, err = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assertAttemptTimeout(t, "slow body", err)
+}
 
-	resp, err = c.Get(srv.URL + "/fast")
+// A fast response is untouched by the layer, body included.
+func TestTimeoutFast(t *testing.T) {
+	srv := slowServer()
+	c := newClient(t, srv, middleware.Timeout(time.Hour))
+	resp, err := c.Get(srv.URL + "/fast")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +202,50 @@ func TestTimeout(t *testing.T) {
 	resp.Body.Close()
 	if err != nil || string(b) != "done" {
 		t.Errorf("fast: body %q, err %v", b, err)
+	}
+}
+
+// When the layer's deadline passed first, a read after the caller's own
+// deadline has passed too is still the layer's timeout.
+func TestTimeoutFirstDeadlineWins(t *testing.T) {
+	srv := slowServer()
+	c := newClient(t, srv, middleware.Timeout(attemptLimit))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*attemptLimit)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/body", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("headers: %v", err)
+	}
+	defer resp.Body.Close()
+	<-ctx.Done()
+	_, err = io.ReadAll(resp.Body)
+	assertAttemptTimeout(t, "late read", err)
+}
+
+func TestHeaderReplacesNonCanonicalKeys(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Values("X-Token")
+	}))
+	c := newClient(t, srv, middleware.Header(http.Header{"x-token": {"layer"}}))
+	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	req.Header.Set("X-Token", "caller")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if diff := cmp.Diff([]string{"layer"}, got); diff != "" {
+		t.Errorf("X-Token at the server (-want +got):\n%s", diff)
+	}
+}
+
+func TestHeaderFuncNil(t *testing.T) {
+	_, err := middleware.NewStack(middleware.HeaderFunc(nil))
+	var ie *middleware.InvalidLayerError
+	if !errors.As(err, &ie) || ie.Reason != "nil header function" {
+		t.Errorf("NewStack(HeaderFunc(nil)) = %v, want an *InvalidLayerError", err)
 	}
 }
 

@@ -16,6 +16,8 @@ type Layer struct {
 	// [Stack.String] gives the base).
 	Name string
 	Wrap func(next http.RoundTripper) http.RoundTripper
+
+	invalid string // set by a constructor given a bad argument; NewStack reports it
 }
 
 // BaseName is the name [Stack.String] gives the base RoundTripper.
@@ -49,6 +51,8 @@ func NewStack(layers ...Layer) (Stack, error) {
 
 func validate(l Layer) error {
 	switch {
+	case l.invalid != "":
+		return &InvalidLayerError{Name: l.Name, Reason: l.invalid}
 	case l.Name == "":
 		return &InvalidLayerError{Name: l.Name, Reason: "empty name"}
 	case l.Name == BaseName:
@@ -96,7 +100,7 @@ func (s Stack) Then(base http.RoundTripper) http.RoundTripper {
 			panic("middleware: layer " + s.layers[i].Name + " returned a nil RoundTripper")
 		}
 	}
-	return &chain{top: rt, base: base, order: s.String()}
+	return &chain{top: rt, base: base, layered: len(s.layers) > 0, order: s.String()}
 }
 
 // Swap returns the stack with layers a and b exchanged.
@@ -186,6 +190,7 @@ func (s Stack) index(name string) (int, error) {
 // CloseIdleConnections cannot be lost in a layer that does not forward it.
 type chain struct {
 	top, base http.RoundTripper
+	layered   bool // top is a layer, not the base itself
 	order     string
 }
 
@@ -193,7 +198,7 @@ func (c *chain) RoundTrip(req *http.Request) (*http.Response, error) { return c.
 
 func (c *chain) CloseIdleConnections() {
 	closeIdle(c.top)
-	if c.top != c.base {
+	if c.layered {
 		closeIdle(c.base) // harmless when the layers already forwarded it
 	}
 }

@@ -151,3 +151,21 @@ func TestThenNilBaseIsDefaultTransport(t *testing.T) {
 		t.Errorf("inner of the last layer = %T, want http.DefaultTransport", got)
 	}
 }
+
+// RoundTripperFunc values cannot be compared: closing idle connections on a
+// stack over one must not panic.
+func TestCloseIdleOverFuncBase(t *testing.T) {
+	base := middleware.RoundTripperFunc(func(*http.Request) (*http.Response, error) { return nil, errors.New("x") })
+	for _, s := range []middleware.Stack{{}, mustStack(t, "a")} {
+		rt := s.Then(base)
+		rt.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	}
+}
+
+func TestUnknownLayerInEmptyStack(t *testing.T) {
+	var s middleware.Stack
+	_, err := s.Without("retry")
+	if got, want := err.Error(), `middleware: no layer named "retry" (the stack is empty)`; got != want {
+		t.Errorf("error %q, want %q", got, want)
+	}
+}

@@ -25,6 +25,8 @@ import (
 	"os"
 	"regexp"
 	"strings"
+
+	"github.com/retrystack/retrystack/middleware"
 )
 
 func main() {
@@ -86,8 +88,18 @@ const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-stack a,b,c] [-pre
   -list          list the scenarios and exit
   -run REGEX     run only the scenarios whose id matches REGEX
   -json          print one JSON object per scenario and line
-  -stack a,b,c   layer order, outermost first, for every selected scenario
-  -preset NAME   retry preset for every selected scenario
+  -stack a,b,c   the layers of every selected scenario, outermost first, from
+                 error-for-status, redirect, cookies, retry, timeout; the list
+                 replaces each row's own, and may end with "transport"
+  -preset NAME   the retry preset of every selected scenario: default, python,
+                 node, reqwest-default, reqwest-for-host, reqwest-never, or none
+                 (no retry layer)
+
+Rows run under -stack or -preset are experiments: they are compared with
+the expected figures, but a difference does not fail the run.
+
+Exit status: 0 when every row reproduces, 1 when one deviates, 2 for a
+usage error.
 `
 
 func parseFlags(args []string) (options, error) {
@@ -110,18 +122,22 @@ func parseFlags(args []string) (options, error) {
 		return options{}, fmt.Errorf("bad -run: %v", err)
 	}
 	opts.filter = re
-	if *stack != "" {
-		opts.stack = strings.Split(*stack, ",")
-		if n := len(opts.stack); opts.stack[n-1] == "transport" {
-			opts.stack = opts.stack[:n-1] // the base may be named, but is always last
-		}
-		if _, err := buildStack(opts.stack, scenario{}, "default", &trial{}); err != nil {
-			return options{}, fmt.Errorf("bad -stack: %v", err)
-		}
-	}
 	if opts.preset != "" {
 		if _, ok := presets[opts.preset]; !ok {
 			return options{}, fmt.Errorf("unknown preset %q (have %s)", opts.preset, strings.Join(presetNames(), ", "))
+		}
+	}
+	if *stack != "" {
+		opts.stack = strings.Split(*stack, ",")
+		if n := len(opts.stack); opts.stack[n-1] == middleware.BaseName {
+			opts.stack = opts.stack[:n-1] // the base may be named, but is always last
+		}
+		preset := opts.preset
+		if preset == "" {
+			preset = "default"
+		}
+		if _, err := buildStack(opts.stack, scenario{}, preset, &trial{}); err != nil {
+			return options{}, fmt.Errorf("bad -stack: %v", err)
 		}
 	}
 	opts.experimentMode = opts.stack != nil || opts.preset != ""

@@ -113,6 +113,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-run", "("}, "retrylab: bad -run: error parsing regexp: missing closing ): `(`\n"},
 		{[]string{"-run", "no-such-row"}, "retrylab: no scenario matches -run \"no-such-row\"\n"},
 		{[]string{"extra"}, "retrylab: unexpected argument \"extra\"\n"},
+		{[]string{"-preset", "none", "-stack", "retry"}, "retrylab: bad -stack: middleware: no layer named \"retry\" (have error-for-status, timeout)\n"},
 	}
 	for _, tt := range tests {
 		code, out, stderr := runLab(t, tt.args...)
@@ -204,5 +205,17 @@ func TestRuns(t *testing.T) {
 		if got := runs(tt.in); got != tt.want {
 			t.Errorf("runs(%v) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// -preset none reruns every row without a retry layer: an experiment that
+// runs to the end.
+func TestPresetNone(t *testing.T) {
+	code, out, stderr := runLab(t, "-preset", "none", "-run", "seed004/(always-503|503-503-200)")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if !strings.Contains(out, "none    transport") || strings.Contains(out, "cannot run") {
+		t.Errorf("rows did not run without the retry layer:\n%s", out)
 	}
 }

@@ -100,11 +100,11 @@ var baseScenarios = []scenario{
 	},
 	{
 		id:             "base/attempt-timeout-slow-headers",
-		setup:          "timeout layer, attempt 50 ms; headers delayed 250 ms",
+		setup:          "timeout layer, attempt 50 ms; headers delayed until the client gives up",
 		preset:         "none",
 		stack:          []string{"timeout"},
 		attemptTimeout: 50 * time.Millisecond,
-		run:            get("/slow/headers?delay=250ms"),
+		run:            get("/slow/headers?delay=1h"),
 		want:           expect{"1", "error", "-", "-"},
 	},
 	{
@@ -237,19 +237,19 @@ var seed004 = []scenario{
 		run: get("/s/503?retry-after=1.5"), want: expect{"1", "503", "unsupported-retry-after", "-"},
 	},
 	{
-		id: "seed004/slow-headers", setup: "preset node, attempt 50 ms; headers delayed 250 ms", preset: "node",
+		id: "seed004/slow-headers", setup: "preset node, attempt 50 ms; headers delayed 250 ms (here: until the client gives up)", preset: "node",
 		tune: node(func(p *policy.Policy) { p.AttemptTimeout = 50 * time.Millisecond }),
-		run:  get("/slow/headers?delay=250ms"), want: expect{"1", "error", "attempt-timeout", "-"},
+		run:  get("/slow/headers?delay=1h"), want: expect{"1", "error", "attempt-timeout", "-"},
 	},
 	{
-		id: "seed004/slow-body", setup: "preset node, attempt 50 ms; 200 headers at once, body ends after 250 ms", preset: "node",
+		id: "seed004/slow-body", setup: "preset node, attempt 50 ms; 200 headers at once, body ends after 250 ms (here: never)", preset: "node",
 		tune: node(func(p *policy.Policy) { p.AttemptTimeout = 50 * time.Millisecond }),
-		run:  get("/slow/body?delay=250ms"), want: expect{"1", "error", "attempt-timeout", "-"},
+		run:  get("/slow/body?delay=1h"), want: expect{"1", "error", "attempt-timeout", "-"},
 	},
 	{
 		id: "seed004/slow-body-total", setup: "preset node, total 50 ms, attempt 1000 ms; same slow body", preset: "node",
 		tune: node(func(p *policy.Policy) { p.Timeout, p.AttemptTimeout = 50*time.Millisecond, time.Second }),
-		run:  get("/slow/body?delay=250ms"), want: expect{"1", "error", "deadline", "-"},
+		run:  get("/slow/body?delay=1h"), want: expect{"1", "error", "deadline", "-"},
 	},
 	{
 		id: "seed004/cancelled-before", setup: "preset node; context cancelled before the call", preset: "node", tune: node(),

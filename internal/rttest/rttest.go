@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -17,13 +18,14 @@ import (
 )
 
 // Base is a fake transport that answers every request with Status (200 when
-// zero) or fails with Err, closes the request body like a real transport, and
-// records what it saw.
+// zero) or fails with Err, closes the request body like a real transport,
+// and records what it saw and whether its response bodies were closed.
 type Base struct {
 	Status int
 	Err    error
 
 	calls, idle atomic.Int32
+	bodies      []*Body
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -40,11 +42,13 @@ func (b *Base) RoundTrip(req *http.Request) (*http.Response, error) {
 	if status == 0 {
 		status = http.StatusOK
 	}
+	body := &Body{Reader: bytes.NewReader([]byte("body"))}
+	b.bodies = append(b.bodies, body)
 	return &http.Response{
 		StatusCode: status,
-		Status:     http.StatusText(status),
+		Status:     strconv.Itoa(status) + " " + http.StatusText(status),
 		Header:     http.Header{"Content-Type": {"text/plain"}},
-		Body:       io.NopCloser(bytes.NewReader([]byte("body"))),
+		Body:       body,
 		Request:    req,
 	}, nil
 }
@@ -58,45 +62,71 @@ func (b *Base) CloseIdleConnections() { b.idle.Add(1) }
 // Calls is how many requests reached the base.
 func (b *Base) Calls() int { return int(b.calls.Load()) }
 
-// trackedBody reports whether it was closed.
-type trackedBody struct {
+// Body is a body that reports whether it was closed.
+type Body struct {
 	io.Reader
 	closed atomic.Bool
 }
 
-func (b *trackedBody) Close() error { b.closed.Store(true); return nil }
+// Close records the call.
+func (b *Body) Close() error { b.closed.Store(true); return nil }
+
+// Closed reports whether Close was called.
+func (b *Body) Closed() bool { return b.closed.Load() }
+
+// snapshot is what a layer must leave as it was in the caller's request.
+type snapshot struct {
+	Method, Host, Proto string
+	URL                 url.URL
+	Header              http.Header
+	ContentLength       int64
+	Close               bool
+}
+
+func snap(r *http.Request) snapshot {
+	return snapshot{r.Method, r.Host, r.Proto, *r.URL, r.Header.Clone(), r.ContentLength, r.Close}
+}
 
 // Contract sends requests through wrap(base) for a base that succeeds, one
 // that answers 503 and one that fails, and checks that the layer leaves the
-// caller's request untouched, never returns a response with an error, closes
-// the request body on every path, and forwards CloseIdleConnections.
+// caller's request untouched, returns a response or an error (never both,
+// never neither), closes the request body on every path, closes every
+// response body it does not hand back, and forwards CloseIdleConnections.
 func Contract(t *testing.T, wrap func(http.RoundTripper) http.RoundTripper) {
 	t.Helper()
 	for _, base := range []*Base{{}, {Status: http.StatusServiceUnavailable}, {Err: errors.New("rttest: boom")}} {
 		rt := wrap(base)
-		body := &trackedBody{Reader: bytes.NewReader([]byte("payload"))}
+		body := &Body{Reader: bytes.NewReader([]byte("payload"))}
 		req, err := http.NewRequest(http.MethodPost, "http://example.test/p?q=1", body)
 		if err != nil {
 			t.Fatal(err)
 		}
+		req.GetBody = func() (io.ReadCloser, error) { return &Body{Reader: bytes.NewReader([]byte("payload"))}, nil }
 		req.Header.Set("X-Caller", "kept")
-		wantHeader, wantURL := req.Header.Clone(), *req.URL
+		before := snap(req)
 
 		resp, err := rt.RoundTrip(req)
-		if resp != nil && err != nil {
+		switch {
+		case resp != nil && err != nil:
 			t.Errorf("%v: got a response together with error %v", base, err)
+		case resp == nil && err == nil:
+			t.Errorf("%v: got neither a response nor an error", base)
 		}
 		if resp != nil {
 			resp.Body.Close()
 		}
-		if !body.closed.Load() {
+		// Closing what was handed back closes what it wraps; the layer
+		// closed the rest.
+		for _, b := range base.bodies {
+			if !b.Closed() {
+				t.Errorf("%v: a response body was left open", base)
+			}
+		}
+		if !body.Closed() {
 			t.Errorf("%v: request body left open", base)
 		}
-		if diff := cmp.Diff(wantHeader, req.Header); diff != "" {
-			t.Errorf("%v: caller's header modified (-want +got):\n%s", base, diff)
-		}
-		if diff := cmp.Diff(wantURL, *req.URL, cmp.AllowUnexported(url.URL{})); diff != "" {
-			t.Errorf("%v: caller's URL modified (-want +got):\n%s", base, diff)
+		if diff := cmp.Diff(before, snap(req), cmp.AllowUnexported(url.URL{})); diff != "" {
+			t.Errorf("%v: caller's request modified (-want +got):\n%s", base, diff)
 		}
 		if c, ok := rt.(interface{ CloseIdleConnections() }); !ok {
 			t.Errorf("layer's RoundTripper %T has no CloseIdleConnections", rt)
