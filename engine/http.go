@@ -42,8 +42,9 @@ var _ http.RoundTripper = (*Transport)(nil)
 // Report, as does the response (see ReportOf).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	rep := &Report{Policy: t.e.p.Name}
-	ctx := context.WithValue(req.Context(), reportKey{}, rep)
-	return run(ctx, t.e, &httpOp{e: t.e, next: t.next, req: req}, rep)
+	ctx, sends := middleware.WithSends(req.Context())
+	ctx = context.WithValue(ctx, reportKey{}, rep)
+	return run(ctx, t.e, &httpOp{e: t.e, next: t.next, req: req, sends: sends}, rep)
 }
 
 // CloseIdleConnections forwards to the next RoundTripper.
@@ -55,9 +56,10 @@ func (t *Transport) CloseIdleConnections() {
 
 // httpOp is one request under the retry loop.
 type httpOp struct {
-	e    *Engine
-	next http.RoundTripper
-	req  *http.Request
+	e     *Engine
+	next  http.RoundTripper
+	req   *http.Request
+	sends *middleware.Sends
 }
 
 func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInfo, error) {
@@ -70,6 +72,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		}
 		r.Body = body
 	}
+	resend := o.sends.Next()
 	resp, err := o.next.RoundTrip(r)
 	if err != nil && resp != nil { // a broken RoundTripper: keep the contract
 		resp.Body.Close()
@@ -78,6 +81,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	info := attemptInfo{
 		processed:   policy.ProcessedBy(err, tr.wrote.Load()),
 		transparent: max(int(tr.conns.Load())-1, 0),
+		resend:      resend,
 	}
 	return resp, info, err
 }

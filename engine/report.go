@@ -31,7 +31,10 @@ type AttemptRecord struct {
 	// Transparent counts the extra physical sends the transport made on
 	// its own within this attempt (see DESIGN.md, hidden retries).
 	Transparent int
-	Decision    policy.Decision
+	// Resend numbers the attempt within its logical operation, retries and
+	// redirect hops alike: 0 for the operation's first send.
+	Resend   int
+	Decision policy.Decision
 }
 
 // TransparentAttempts is the total of physical sends the transport made on

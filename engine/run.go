@@ -43,6 +43,7 @@ type operation[T any] interface {
 type attemptInfo struct {
 	processed   policy.Processed
 	transparent int
+	resend      int
 }
 
 // deadlines are the contexts that bound a result the caller still reads.
@@ -132,7 +133,7 @@ func run[T any, O operation[T]](ctx context.Context, e *Engine, o O, rep *Report
 		if !dec.Retry && !overruled {
 			e.p.Budget.Deposit() // a request that needed no retry
 		}
-		rec := AttemptRecord{Err: err, Processed: info.processed, Transparent: info.transparent, Decision: dec}
+		rec := AttemptRecord{Err: err, Processed: info.processed, Transparent: info.transparent, Resend: info.resend, Decision: dec}
 		if err == nil {
 			rec.Status = o.status(v)
 		}

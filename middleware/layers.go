@@ -85,7 +85,7 @@ func Header(h http.Header) Layer {
 // fn must be safe for concurrent use.
 func HeaderFunc(fn func(*http.Request) (http.Header, error)) Layer {
 	if fn == nil {
-		return Layer{Name: "header", invalid: "nil header function"}
+		return InvalidLayer("header", "nil header function")
 	}
 	return Layer{Name: "header", Wrap: func(next http.RoundTripper) http.RoundTripper {
 		return &header{next: next, fn: fn}

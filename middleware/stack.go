@@ -20,6 +20,12 @@ type Layer struct {
 	invalid string // set by a constructor given a bad argument; NewStack reports it
 }
 
+// InvalidLayer returns a layer that NewStack and the Stack methods reject
+// with an [*InvalidLayerError] naming reason: what a layer constructor
+// returns when it is given a bad argument, so the mistake surfaces when the
+// stack is built, never at request time.
+func InvalidLayer(name, reason string) Layer { return Layer{Name: name, invalid: reason} }
+
 // BaseName is the name [Stack.String] gives the base RoundTripper.
 const BaseName = "transport"
 

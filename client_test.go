@@ -1,0 +1,95 @@
+package retrystack_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/retrystack/retrystack"
+	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/policy"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func Example() {
+	srv, _ := faultserver.New()
+	defer srv.Close()
+
+	p := policy.Default()
+	p.Backoff.Base = 1 // keep the example fast
+	client, err := retrystack.NewClient(retrystack.Config{Policy: &p})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer client.CloseIdleConnections()
+	fmt.Println(client.Transport)
+
+	// A redirect to a flaky page: each hop passes through cookies and retry.
+	resp, err := client.Get(srv.URL() + "/redirect/302/1?to=/fail/1/503")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	rep := engine.ReportOf(resp)
+	fmt.Println(resp.StatusCode, rep.Stop, len(rep.Attempts), "attempts on the last hop")
+	// Output:
+	// redirect → cookies → retry → transport
+	// 200 success 2 attempts on the last hop
+}
+
+func TestNewClient(t *testing.T) {
+	c, err := retrystack.NewClient(retrystack.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Jar != nil {
+		t.Error("the client's own jar is set: cookies would be handled twice")
+	}
+	if err := c.CheckRedirect(nil, nil); !errors.Is(err, http.ErrUseLastResponse) {
+		t.Errorf("CheckRedirect = %v: redirects would be followed twice", err)
+	}
+
+	bad := policy.Default()
+	bad.MaxAttempts = 0
+	_, err = retrystack.NewClient(retrystack.Config{Policy: &bad})
+	var ce *policy.ConfigError
+	if !errors.As(err, &ce) {
+		t.Errorf("bad policy: %v, want a *policy.ConfigError", err)
+	}
+}
+
+// Every hop of a redirect chain is numbered in one sequence, retries and
+// hops alike, and shares the client's budget.
+func TestSendsAcrossHops(t *testing.T) {
+	srv, err := faultserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var resends []int
+	p := policy.Default()
+	p.Backoff.Base = 1
+	c, err := retrystack.NewClient(retrystack.Config{Policy: &p, Hooks: engine.Hooks{
+		OnAttempt: func(ev engine.AttemptEvent) { resends = append(resends, ev.Attempt.Resend) },
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get(srv.URL() + "/redirect/307/1?to=/fail/2/503")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if fmt.Sprint(resends) != "[0 1 2 3]" {
+		t.Errorf("resend numbers %v, want [0 1 2 3]", resends)
+	}
+}

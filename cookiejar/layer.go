@@ -1,0 +1,98 @@
+package cookiejar
+
+import (
+	"net/http"
+	stdjar "net/http/cookiejar"
+
+	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/middleware"
+	"golang.org/x/net/publicsuffix"
+)
+
+// Config configures the cookie layer. The zero value keeps cookies in a new
+// standard jar with the public-suffix list and reports, without storing,
+// cookies set on discarded attempts.
+type Config struct {
+	// Jar holds the cookies; nil: a new net/http/cookiejar.Jar with
+	// golang.org/x/net/publicsuffix.List. It must be safe for concurrent use.
+	Jar http.CookieJar
+	// CaptureDiscarded stores the cookies of responses that a retry layer
+	// below throws away, so reqwest's order loses nothing.
+	CaptureDiscarded bool
+}
+
+// NewJar returns the default jar: net/http/cookiejar with the public-suffix
+// list, so one site cannot set cookies for a whole public suffix.
+func NewJar() http.CookieJar {
+	jar, _ := stdjar.New(&stdjar.Options{PublicSuffixList: publicsuffix.List}) // never fails
+	return jar
+}
+
+// Layer returns the cookie layer, named "cookies". Every RoundTripper it
+// wraps shares cfg.Jar (or the one new jar made for this layer).
+func Layer(cfg Config) middleware.Layer {
+	jar := cfg.Jar
+	if jar == nil {
+		jar = NewJar()
+	}
+	return middleware.Layer{Name: "cookies", Wrap: func(next http.RoundTripper) http.RoundTripper {
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		t := &transport{next: next, jar: jar, capture: cfg.CaptureDiscarded}
+		t.observe = t.discarded
+		return t
+	}}
+}
+
+type transport struct {
+	next    http.RoundTripper
+	jar     http.CookieJar
+	capture bool
+	observe engine.DiscardObserver // t.discarded, bound once
+}
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := req.WithContext(engine.WithDiscardObserver(req.Context(), t.observe))
+	if cookies := t.jar.Cookies(req.URL); len(cookies) > 0 {
+		r.Header = req.Header.Clone()
+		if r.Header == nil {
+			r.Header = make(http.Header)
+		}
+		for _, c := range cookies {
+			r.AddCookie(c)
+		}
+	}
+	resp, err := t.next.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	if cookies := resp.Cookies(); len(cookies) > 0 {
+		t.jar.SetCookies(req.URL, cookies)
+	}
+	return resp, nil
+}
+
+// discarded sees a response a retry layer below throws away: it stores its
+// cookies when capturing, and otherwise names them as lost.
+func (t *transport) discarded(resp *http.Response) []string {
+	cookies := resp.Cookies()
+	if len(cookies) == 0 {
+		return nil
+	}
+	if t.capture && resp.Request != nil {
+		t.jar.SetCookies(resp.Request.URL, cookies)
+		return nil
+	}
+	names := make([]string, len(cookies))
+	for i, c := range cookies {
+		names[i] = c.Name
+	}
+	return names
+}
+
+func (t *transport) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}

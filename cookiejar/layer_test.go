@@ -1,0 +1,145 @@
+package cookiejar_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/retrystack/retrystack/cookiejar"
+	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/rttest"
+	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestContract(t *testing.T) { rttest.Contract(t, cookiejar.Layer(cookiejar.Config{}).Wrap) }
+
+// naive retries 503 whatever the method, at once: seed 003's classifier.
+func naive() policy.Policy {
+	p := policy.ReqwestForHost("127.0.0.1")
+	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503)}.Classify
+	return p
+}
+
+type run struct {
+	me       string   // what /me received
+	lost     []string // cookie-lost event names
+	pitfalls []engine.Pitfall
+}
+
+// loginThenMe sends POST /login, then GET /me, through the named layers in
+// order over a fresh fault server.
+func loginThenMe(t *testing.T, cfg cookiejar.Config, order ...string) run {
+	t.Helper()
+	srv, err := faultserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var r run
+	e, err := engine.New(engine.Config{Policy: naive(), Hooks: engine.Hooks{OnPitfall: func(ev engine.PitfallEvent) {
+		r.pitfalls = append(r.pitfalls, ev.Pitfall)
+		if ev.Pitfall == engine.PitfallCookieLost {
+			r.lost = append(r.lost, ev.Cookies...)
+		}
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := middleware.NewStack(cookiejar.Layer(cfg), e.Layer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := all.Select(order...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: s.Then(tr)}
+	for _, step := range []struct{ method, path string }{{"POST", "/login"}, {"GET", "/me"}} {
+		req, _ := http.NewRequestWithContext(context.Background(), step.method, srv.URL()+step.path, strings.NewReader("u=a"))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if step.path == "/me" {
+			r.me = string(b)
+		}
+	}
+	return r
+}
+
+func TestCookieLoss(t *testing.T) {
+	tests := []struct {
+		name  string
+		cfg   cookiejar.Config
+		order []string
+		want  run
+	}{
+		{"reqwest's order loses the cookie and says so", cookiejar.Config{}, []string{"cookies", "retry"},
+			run{me: "session=abc", lost: []string{"lb"}, pitfalls: []engine.Pitfall{engine.PitfallNonIdempotentRetried, engine.PitfallCookieLost}}},
+		{"capture keeps it", cookiejar.Config{CaptureDiscarded: true}, []string{"cookies", "retry"},
+			run{me: "lb=node-2; session=abc", pitfalls: []engine.Pitfall{engine.PitfallNonIdempotentRetried}}},
+		{"cookies inside retry see every attempt", cookiejar.Config{}, []string{"retry", "cookies"},
+			run{me: "lb=node-2; session=abc", pitfalls: []engine.Pitfall{engine.PitfallNonIdempotentRetried}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := loginThenMe(t, tt.cfg, tt.order...)
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(run{})); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The layer adds the jar's cookies to what the caller set, without
+// touching the caller's request, and stores what the response sets.
+func TestJarPerRequest(t *testing.T) {
+	srv, err := faultserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	jar := cookiejar.NewJar()
+	s, _ := middleware.NewStack(cookiejar.Layer(cookiejar.Config{Jar: jar}))
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: s.Then(tr)}
+
+	for range 2 { // 503 + lb, then 200 + session
+		resp, err := c.Post(srv.URL()+"/login", "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	req, _ := http.NewRequest("GET", srv.URL()+"/me", nil)
+	req.Header.Set("Cookie", "own=1")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if got, want := string(b), "own=1; lb=node-2; session=abc"; got != want {
+		t.Errorf("/me got %q, want %q", got, want)
+	}
+	if got := req.Header.Get("Cookie"); got != "own=1" {
+		t.Errorf("caller's Cookie header changed to %q", got)
+	}
+	u := req.URL
+	if n := len(jar.Cookies(u)); n != 2 {
+		t.Errorf("jar holds %d cookies for %s, want 2", n, u)
+	}
+}

@@ -1,0 +1,206 @@
+package redirect
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/retrystack/retrystack/middleware"
+)
+
+// DefaultMaxHops is the hop limit when Config.MaxHops is 0, as in net/http.
+const DefaultMaxHops = 10
+
+// drainLimit bounds how much of a 3xx body is read so its connection can be
+// reused; a longer body closes the connection instead.
+const drainLimit = 4 << 10
+
+// Config configures the redirect layer. The zero value follows up to 10
+// hops.
+type Config struct {
+	// MaxHops is the most hops followed; 0 means DefaultMaxHops. Negative
+	// values are invalid.
+	MaxHops int
+	// Check, when set, is called before each hop with the next request and
+	// the requests made so far, oldest first, like http.Client's
+	// CheckRedirect: http.ErrUseLastResponse returns the 3xx response as
+	// it is, and any other error fails the request with that error.
+	Check func(next *http.Request, via []*http.Request) error
+}
+
+// TooManyHopsError reports a chain longer than the hop limit.
+type TooManyHopsError struct{ Max int }
+
+func (e *TooManyHopsError) Error() string {
+	return fmt.Sprintf("redirect: stopped after %d hops", e.Max)
+}
+
+// LocationError reports a Location the layer will not follow.
+type LocationError struct {
+	Location string
+	Reason   string
+	Err      error // the parse error, if any
+}
+
+func (e *LocationError) Error() string {
+	return fmt.Sprintf("redirect: bad Location %q: %s", e.Location, e.Reason)
+}
+
+func (e *LocationError) Unwrap() error { return e.Err }
+
+// Layer returns the redirect layer, named "redirect". A negative MaxHops
+// gives a layer that NewStack rejects.
+func Layer(cfg Config) middleware.Layer {
+	if cfg.MaxHops < 0 {
+		return middleware.InvalidLayer("redirect", fmt.Sprintf("MaxHops %d is negative", cfg.MaxHops))
+	}
+	if cfg.MaxHops == 0 {
+		cfg.MaxHops = DefaultMaxHops
+	}
+	return middleware.Layer{Name: "redirect", Wrap: func(next http.RoundTripper) http.RoundTripper {
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		return &transport{next: next, cfg: cfg}
+	}}
+}
+
+type transport struct {
+	next http.RoundTripper
+	cfg  Config
+}
+
+// sensitive are the headers dropped on a hop to another origin.
+var sensitive = []string{"Authorization", "Cookie", "Proxy-Authorization", "Www-Authenticate"}
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	// One operation, one send count, whatever the number of hops.
+	ctx, _ := middleware.WithSends(req.Context())
+	cur := req.WithContext(ctx)
+	var via []*http.Request
+	for hops := 0; ; hops++ {
+		resp, err := t.next.RoundTrip(cur)
+		if err != nil {
+			return nil, err
+		}
+		next, err := t.follow(req, cur, resp, hops, via)
+		if next == nil || err != nil {
+			if err != nil {
+				discard(resp)
+				return nil, err
+			}
+			return resp, nil
+		}
+		discard(resp)
+		via = append(via, cur)
+		cur = next
+	}
+}
+
+// follow builds the request for the hop resp asks for; nil means resp is
+// the answer.
+func (t *transport) follow(orig, cur *http.Request, resp *http.Response, hops int, via []*http.Request) (*http.Request, error) {
+	code := resp.StatusCode
+	switch code {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+	default:
+		return nil, nil
+	}
+	loc := resp.Header.Get("Location")
+	if loc == "" {
+		return nil, nil
+	}
+	u, err := cur.URL.Parse(loc)
+	if err != nil {
+		return nil, &LocationError{Location: loc, Reason: "cannot be parsed", Err: err}
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, &LocationError{Location: loc, Reason: "not http or https"}
+	}
+	if hops >= t.cfg.MaxHops {
+		return nil, &TooManyHopsError{Max: t.cfg.MaxHops}
+	}
+
+	method, replay := cur.Method, false
+	switch code {
+	case http.StatusMovedPermanently, http.StatusFound:
+		if method == http.MethodPost {
+			method = http.MethodGet
+		}
+	case http.StatusSeeOther:
+		if method != http.MethodHead {
+			method = http.MethodGet
+		}
+	default: // 307, 308
+		replay = hasBody(orig)
+		if replay && orig.GetBody == nil {
+			return nil, nil // the body is gone: hand back the 3xx as it is
+		}
+	}
+
+	next := cur.Clone(cur.Context())
+	next.Method, next.URL, next.Host = method, u, ""
+	next.Body, next.GetBody, next.ContentLength = nil, nil, 0
+	if replay {
+		next.GetBody, next.ContentLength = orig.GetBody, orig.ContentLength
+	} else {
+		for _, h := range []string{"Content-Type", "Content-Length", "Content-Encoding"} {
+			next.Header.Del(h)
+		}
+	}
+	if !sameOrigin(cur.URL, u) {
+		for _, h := range sensitive {
+			next.Header.Del(h)
+		}
+	}
+	if t.cfg.Check != nil {
+		if err := t.cfg.Check(next, append(via, cur)); err != nil {
+			if errors.Is(err, http.ErrUseLastResponse) {
+				return nil, nil
+			}
+			return nil, err
+		}
+	}
+	if replay {
+		body, err := orig.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		next.Body = body
+	}
+	return next, nil
+}
+
+func hasBody(r *http.Request) bool { return r.Body != nil && r.Body != http.NoBody }
+
+// sameOrigin compares scheme, host and port (RFC 6454), default ports
+// included.
+func sameOrigin(a, b *url.URL) bool {
+	return a.Scheme == b.Scheme && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+func port(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if u.Scheme == "https" {
+		return "443"
+	}
+	return "80"
+}
+
+// discard drains a bounded amount of a body the caller will not see and
+// closes it.
+func discard(resp *http.Response) {
+	io.CopyN(io.Discard, resp.Body, drainLimit)
+	resp.Body.Close()
+}
+
+func (t *transport) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
