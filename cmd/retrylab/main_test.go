@@ -108,12 +108,12 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{[]string{"-bogus"}, "retrylab: flag provided but not defined: -bogus\n"},
 		{[]string{"-preset", "nope"}, "retrylab: unknown preset \"nope\" (have default, node, none, python, reqwest-default, reqwest-for-host, reqwest-never)\n"},
-		{[]string{"-stack", "timeout,cache"}, "retrylab: bad -stack: middleware: no layer named \"cache\" (have error-for-status, retry, timeout)\n"},
+		{[]string{"-stack", "timeout,cache"}, "retrylab: bad -stack: middleware: no layer named \"cache\" (have error-for-status, redirect, cookies, retry, timeout)\n"},
 		{[]string{"-stack", "timeout,timeout"}, "retrylab: bad -stack: middleware: duplicate layer name \"timeout\"\n"},
 		{[]string{"-run", "("}, "retrylab: bad -run: error parsing regexp: missing closing ): `(`\n"},
 		{[]string{"-run", "no-such-row"}, "retrylab: no scenario matches -run \"no-such-row\"\n"},
 		{[]string{"extra"}, "retrylab: unexpected argument \"extra\"\n"},
-		{[]string{"-preset", "none", "-stack", "retry"}, "retrylab: bad -stack: middleware: no layer named \"retry\" (have error-for-status, timeout)\n"},
+		{[]string{"-preset", "none", "-stack", "retry"}, "retrylab: bad -stack: middleware: no layer named \"retry\" (have error-for-status, redirect, cookies, timeout)\n"},
 	}
 	for _, tt := range tests {
 		code, out, stderr := runLab(t, tt.args...)
@@ -151,7 +151,7 @@ func TestExpectationsMatchAcceptanceTable(t *testing.T) {
 	for _, sc := range scenarios {
 		want, ok := table[sc.id]
 		if !ok {
-			if !strings.HasPrefix(sc.id, "base/") {
+			if strings.HasPrefix(sc.id, "seed") {
 				t.Errorf("%s is not in the acceptance table", sc.id)
 			}
 			continue
@@ -175,6 +175,8 @@ func TestCompare(t *testing.T) {
 		{expect{"-", "-", "-", "-"}, nil},
 		{expect{"2,1", "503|200", "not-idempotent|success", "me_cookie=lb=node-2; session=abc;planned_waits_ms=25,50"}, nil},
 		{expect{"2,1", "200", "success", "pitfalls=non-idempotent-retried,cookie-lost;elapsed_under_ms=1000"}, nil},
+		{expect{"2,1", "200", "success", "pitfalls=cookie-lost"}, nil},
+		{expect{"2,1", "200", "success", "pitfalls=scope-leak"}, []string{`pitfalls "cookie-lost,non-idempotent-retried", want "scope-leak"`}},
 		{expect{"3", "error", "cancelled", "elapsed_under_ms=10"}, []string{
 			"server_requests 2,1, want 3", "result 200, want error", "stop success, want cancelled", `elapsed_under_ms "12", want "10"`,
 		}},
@@ -215,7 +217,7 @@ func TestPresetNone(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
-	if !strings.Contains(out, "none    transport") || strings.Contains(out, "cannot run") {
+	if !strings.Contains(out, "none    redirect → cookies → transport") || strings.Contains(out, "cannot run") {
 		t.Errorf("rows did not run without the retry layer:\n%s", out)
 	}
 }
