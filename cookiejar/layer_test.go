@@ -14,6 +14,7 @@ import (
 	"github.com/retrystack/retrystack/internal/rttest"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
+	"github.com/retrystack/retrystack/redirect"
 	"go.uber.org/goleak"
 )
 
@@ -141,5 +142,34 @@ func TestJarPerRequest(t *testing.T) {
 	u := req.URL
 	if n := len(jar.Cookies(u)); n != 2 {
 		t.Errorf("jar holds %d cookies for %s, want 2", n, u)
+	}
+}
+
+// Behind the redirect layer, every hop passes through the cookie layer: a
+// cookie set by one hop is sent on the next.
+func TestCookiesPerRedirectHop(t *testing.T) {
+	srv, err := faultserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	s, err := middleware.NewStack(redirect.Layer(redirect.Config{}), cookiejar.Layer(cookiejar.Config{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: s.Then(tr)}
+	resp, err := c.Get(srv.URL() + "/redirect/302/3?cookie=c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var got []string
+	for _, e := range srv.Log() {
+		got = append(got, e.Cookie)
+	}
+	if diff := cmp.Diff([]string{"", "c=hop3", "c=hop2", "c=hop1"}, got); diff != "" {
+		t.Errorf("Cookie on each hop (-want +got):\n%s", diff)
 	}
 }

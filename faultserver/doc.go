@@ -32,7 +32,8 @@
 //	                       which echoes like /echo; the Location is an absolute path, or with
 //	                       rel=1 relative to the current path ("1?..."), with abs=1 an absolute URL;
 //	                       cross=1 makes each hop cross origins (127.0.0.1 ↔ localhost);
-//	                       to=URL is the last hop's Location; the query is kept on every hop
+//	                       to=URL is the last hop's Location; cookie=NAME sets the cookie NAME=hop{n}
+//	                       on each hop; the query is kept on every hop
 //	/redirect/{code}/loop  answers code with a Location pointing at itself
 //	/echo                  200 with a JSON [Echo] of the request
 //

@@ -224,6 +224,9 @@ func (r *request) redirect() error {
 			loc = next
 		}
 	}
+	if name := q.Get("cookie"); name != "" {
+		r.w.Header().Add("Set-Cookie", name+"=hop"+r.args[1]+"; Path=/")
+	}
 	r.w.Header().Set("Location", loc)
 	return r.reply(code, false)
 }
