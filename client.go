@@ -8,6 +8,7 @@ import (
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/redirect"
+	"github.com/retrystack/retrystack/telemetry"
 )
 
 // Config configures the default stack. The zero value is the safe default:
@@ -27,20 +28,33 @@ type Config struct {
 	Redirect redirect.Config
 	// Transport is the base RoundTripper; nil: http.DefaultTransport.
 	Transport http.RoundTripper
+	// Telemetry, when set, adds the operation span outermost and an attempt
+	// span per physical send innermost, and records retries and pitfalls.
+	Telemetry *telemetry.Telemetry
 }
 
-// NewStack returns the default stack, redirect → cookies → retry, or the
-// first configuration error (a *policy.ConfigError or a middleware error).
+// NewStack returns the default stack, redirect → cookies → retry (with
+// Telemetry: telemetry → redirect → cookies → retry → attempt-telemetry),
+// or the first configuration error (a *policy.ConfigError or a middleware
+// error).
 func NewStack(cfg Config) (middleware.Stack, error) {
 	p := policy.Default()
 	if cfg.Policy != nil {
 		p = *cfg.Policy
 	}
-	e, err := engine.New(engine.Config{Policy: p, Hooks: cfg.Hooks, FailOnExhausted: cfg.FailOnExhausted})
+	hooks := cfg.Hooks
+	if cfg.Telemetry != nil {
+		hooks = engine.JoinHooks(hooks, cfg.Telemetry.Hooks())
+	}
+	e, err := engine.New(engine.Config{Policy: p, Hooks: hooks, FailOnExhausted: cfg.FailOnExhausted})
 	if err != nil {
 		return middleware.Stack{}, err
 	}
-	return middleware.NewStack(redirect.Layer(cfg.Redirect), cookiejar.Layer(cfg.Cookies), e.Layer())
+	layers := []middleware.Layer{redirect.Layer(cfg.Redirect), cookiejar.Layer(cfg.Cookies), e.Layer()}
+	if t := cfg.Telemetry; t != nil {
+		layers = append(append([]middleware.Layer{t.Operation()}, layers...), t.Attempt())
+	}
+	return middleware.NewStack(layers...)
 }
 
 // NewClient returns an *http.Client over the default stack.

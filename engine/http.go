@@ -63,16 +63,20 @@ type httpOp struct {
 }
 
 func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInfo, error) {
-	tr := new(wireTrace)
-	r := o.req.WithContext(httptrace.WithClientTrace(ctx, tr.clientTrace()))
+	var body io.ReadCloser
 	if n > 1 && o.hasBody() {
-		body, err := o.req.GetBody()
-		if err != nil {
+		var err error
+		if body, err = o.req.GetBody(); err != nil {
 			return nil, attemptInfo{processed: policy.NotSent}, err
 		}
+	}
+	tr := new(wireTrace)
+	resend := o.sends.Next()
+	ctx = middleware.WithResend(httptrace.WithClientTrace(ctx, tr.clientTrace()), resend)
+	r := o.req.WithContext(ctx)
+	if body != nil {
 		r.Body = body
 	}
-	resend := o.sends.Next()
 	resp, err := o.next.RoundTrip(r)
 	if err != nil && resp != nil { // a broken RoundTripper: keep the contract
 		resp.Body.Close()

@@ -167,3 +167,23 @@ type PitfallEvent struct {
 	Pitfall Pitfall
 	Cookies []string // cookie-lost: the names of the lost cookies, never their values
 }
+
+// JoinHooks returns hooks that call a's hook, then b's, for each event.
+func JoinHooks(a, b Hooks) Hooks {
+	return Hooks{
+		OnAttempt: join(a.OnAttempt, b.OnAttempt),
+		OnRetry:   join(a.OnRetry, b.OnRetry),
+		OnGiveUp:  join(a.OnGiveUp, b.OnGiveUp),
+		OnPitfall: join(a.OnPitfall, b.OnPitfall),
+	}
+}
+
+func join[E any](a, b func(E)) func(E) {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(e E) { a(e); b(e) }
+}

@@ -13,12 +13,12 @@
 // # Routes of the HTTP/1.1 server
 //
 // Every route reads the whole request body first and logs the request (see
-// [Entry]). State and counters are kept per route and per key, the query
+// [Entry], which keeps the traceparent header too). State and counters are kept per route and per key, the query
 // parameter "key" (empty when absent), so parallel tests that use distinct
 // keys never see each other's requests.
 //
 //	/s/{code}              always answers code
-//	/fail/{K}/{code}       answers code K times, then 200
+//	/fail/{K}/{code}       answers code K times, then 200 (then=C: C, with Location to=URL)
 //	/abort                 a POST is processed (counted); then the connection closes without a response
 //	                       (reset=1: with a TCP RST)
 //	/orders                a POST is processed (counted), then answered 503

@@ -86,15 +86,25 @@ func (r *request) fail() error {
 	if err != nil {
 		return err
 	}
+	then, err := intParam(r.Request, "then", http.StatusOK)
+	if err != nil {
+		return err
+	}
+	if _, err := statusCode(strconv.Itoa(then)); err != nil {
+		return err
+	}
 	failure, err := r.params(code)
 	if err != nil {
 		return err
 	}
-	success, _ := r.params(http.StatusOK)
+	after, _ := r.params(then)
 	if r.next() < k {
 		return r.send(code, failure, true)
 	}
-	return r.send(http.StatusOK, success, false)
+	if to := r.URL.Query().Get("to"); to != "" {
+		r.w.Header().Set("Location", to)
+	}
+	return r.send(then, after, false)
 }
 
 func (r *request) abort() error {

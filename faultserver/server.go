@@ -21,6 +21,7 @@ type Entry struct {
 	Key            string // the "key" query parameter
 	Cookie         string // the Cookie header
 	IdempotencyKey string // the Idempotency-Key header
+	Traceparent    string // the W3C traceparent header
 	Status         int    // status sent; 0 when the connection was dropped without a response
 	BodyBytes      int64  // request body bytes read
 }
@@ -220,6 +221,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		Key:            key,
 		Cookie:         r.Header.Get("Cookie"),
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		Traceparent:    r.Header.Get("Traceparent"),
 	})
 	st := s.stats[routeKey{rt.name, key}]
 	st.Requests++

@@ -137,6 +137,9 @@ func TestFailCountsPerKey(t *testing.T) {
 	if a := get(t, c, s.URL()+"/fail/0/503"); a.Status != 200 || a.RetryAfter != "" {
 		t.Errorf("/fail/0/503: %+v, want 200 without Retry-After", a)
 	}
+	if a := get(t, c, s.URL()+"/fail/0/503?then=302&to=/echo"); a.Status != 302 || a.Location != "/echo" {
+		t.Errorf("/fail/0/503?then=302: %+v, want 302 to /echo", a)
+	}
 	if got := s.Stats("/fail", "a"); got != (faultserver.Stats{Requests: 4}) {
 		t.Errorf("Stats(/fail, a) = %+v", got)
 	}

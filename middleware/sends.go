@@ -33,3 +33,27 @@ func SendsFrom(ctx context.Context) *Sends {
 // Next records one more send and returns how many came before it: 0 for
 // the first send of the operation.
 func (s *Sends) Next() int { return int(s.n.Add(1)) - 1 }
+
+// Count is how many sends the operation has made so far.
+func (s *Sends) Count() int { return int(s.n.Load()) }
+
+type resendKey struct{}
+
+// WithResend returns ctx marked as the context of send number n of its
+// operation, so a layer below (the attempt telemetry) can name the send
+// without numbering it again.
+func WithResend(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, resendKey{}, n)
+}
+
+// Resend returns the number of the send ctx is for: the one WithResend set,
+// or else the next number of the operation's Sends (0 without one).
+func Resend(ctx context.Context) int {
+	if n, ok := ctx.Value(resendKey{}).(int); ok {
+		return n
+	}
+	if s := SendsFrom(ctx); s != nil {
+		return s.Next()
+	}
+	return 0
+}

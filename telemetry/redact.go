@@ -1,0 +1,44 @@
+package telemetry
+
+import (
+	"net/url"
+	"strings"
+)
+
+// signatureParams are the query parameters whose values semantic
+// conventions ask to redact in url.full.
+var signatureParams = map[string]bool{"AWSAccessKeyId": true, "Signature": true, "sig": true, "X-Goog-Signature": true}
+
+// RedactURL returns u as url.full should record it: userinfo becomes
+// REDACTED:REDACTED and the values of signature query parameters become
+// REDACTED; everything else is kept as it was.
+func RedactURL(u *url.URL) string {
+	if u.User == nil && !hasSignature(u.RawQuery) {
+		return u.String()
+	}
+	c := *u
+	if c.User != nil {
+		c.User = url.UserPassword("REDACTED", "REDACTED")
+	}
+	if c.RawQuery != "" {
+		parts := strings.Split(c.RawQuery, "&")
+		for i, p := range parts {
+			k, _, ok := strings.Cut(p, "=")
+			if name, err := url.QueryUnescape(k); err == nil && ok && signatureParams[name] {
+				parts[i] = k + "=REDACTED"
+			}
+		}
+		c.RawQuery = strings.Join(parts, "&")
+	}
+	return c.String()
+}
+
+func hasSignature(rawQuery string) bool {
+	for p := range strings.SplitSeq(rawQuery, "&") {
+		k, _, _ := strings.Cut(p, "=")
+		if name, err := url.QueryUnescape(k); err == nil && signatureParams[name] {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,309 @@
+package telemetry_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/retrystack/retrystack"
+	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/policy"
+	"github.com/retrystack/retrystack/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type fixture struct {
+	srv    *faultserver.Server
+	client *http.Client
+	spans  *tracetest.SpanRecorder
+	reader *sdkmetric.ManualReader
+}
+
+func setup(t *testing.T, p policy.Policy) *fixture {
+	t.Helper()
+	srv, err := faultserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{srv: srv, spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(f.spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(f.reader))
+	tel, err := telemetry.New(telemetry.Config{TracerProvider: tp, MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Backoff.Base = 1 // no real waits
+	f.client, err = retrystack.NewClient(retrystack.Config{Policy: &p, Telemetry: tel, Transport: &http.Transport{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.client.CloseIdleConnections()
+		srv.Close()
+		tp.Shutdown(context.Background())
+		mp.Shutdown(context.Background())
+	})
+	return f
+}
+
+func (f *fixture) get(t *testing.T, ctx context.Context, url string) (*http.Response, error) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err := f.client.Do(req)
+	if err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return resp, err
+}
+
+// span is what the tests compare of a recorded span.
+type span struct {
+	Name   string
+	Kind   trace.SpanKind
+	Parent string // the parent's name, "" for a root
+	Status codes.Code
+	Attrs  map[string]string
+	Events []string
+}
+
+// tree returns the ended spans in start order, with the attributes named.
+func (f *fixture) tree(t *testing.T, keys ...attribute.Key) []span {
+	t.Helper()
+	if started, ended := len(f.spans.Started()), len(f.spans.Ended()); started != ended {
+		t.Errorf("%d spans started, %d ended", started, ended)
+	}
+	names := map[trace.SpanID]string{}
+	ended := f.spans.Ended()
+	for _, s := range ended {
+		names[s.SpanContext().SpanID()] = s.Name()
+	}
+	var out []span
+	for _, s := range ended {
+		sp := span{Name: s.Name(), Kind: s.SpanKind(), Parent: names[s.Parent().SpanID()], Status: s.Status().Code, Attrs: map[string]string{}}
+		for _, kv := range s.Attributes() {
+			for _, k := range keys {
+				if kv.Key == k {
+					sp.Attrs[string(k)] = kv.Value.Emit()
+				}
+			}
+		}
+		for _, e := range s.Events() {
+			sp.Events = append(sp.Events, e.Name)
+		}
+		out = append(out, sp)
+	}
+	// Ended order puts children first; show parents first.
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+// A 503, a retry that answers 302, and the hop that answers 200: one
+// operation span, three attempt spans numbered in one sequence.
+func TestSpanTree(t *testing.T) {
+	f := setup(t, policy.Default())
+	if _, err := f.get(t, context.Background(), f.srv.URL()+"/fail/1/503?then=302&to=/s/200"); err != nil {
+		t.Fatal(err)
+	}
+	resend := attribute.Key("http.request.resend_count")
+	status := attribute.Key("http.response.status_code")
+	errType := attribute.Key("error.type")
+	got := f.tree(t, resend, status, errType, telemetry.AttrAttempts, telemetry.AttrStopReason)
+	want := []span{
+		{Name: "retrystack GET", Kind: trace.SpanKindInternal, Attrs: map[string]string{"http.response.status_code": "200", "retrystack.attempts": "3", "retrystack.stop_reason": "success"},
+			Events: []string{telemetry.EventBackoff}},
+		{Name: "GET", Kind: trace.SpanKindClient, Parent: "retrystack GET", Status: codes.Error, Attrs: map[string]string{"http.response.status_code": "503", "error.type": "503"}},
+		{Name: "GET", Kind: trace.SpanKindClient, Parent: "retrystack GET", Attrs: map[string]string{"http.response.status_code": "302", "http.request.resend_count": "1"}},
+		{Name: "GET", Kind: trace.SpanKindClient, Parent: "retrystack GET", Attrs: map[string]string{"http.response.status_code": "200", "http.request.resend_count": "2"}},
+	}
+	// Ended order: the three attempts end before the operation; sort them
+	// back into start order.
+	if len(got) == 4 {
+		got = []span{got[0], got[3], got[2], got[1]}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("span tree (-want +got):\n%s", diff)
+	}
+
+	// Each attempt carried its own span's trace context.
+	var parents []string
+	for _, e := range f.srv.Log() {
+		parents = append(parents, e.Traceparent)
+	}
+	if len(parents) != 3 || parents[0] == "" || parents[0] == parents[1] || parents[1] == parents[2] {
+		t.Errorf("traceparent per attempt: %q, want three different ones", parents)
+	}
+	traceID := strings.Split(parents[0], "-")[1]
+	for _, p := range parents {
+		if strings.Split(p, "-")[1] != traceID {
+			t.Errorf("traceparent %q is not in trace %s", p, traceID)
+		}
+	}
+}
+
+func TestAttemptAttributes(t *testing.T) {
+	f := setup(t, policy.Default())
+	u, _ := url.Parse(f.srv.URL() + "/s/200?sig=secret&x=1&X-Goog-Signature=s2")
+	u.User = url.UserPassword("user", "pass")
+	if _, err := f.get(t, context.Background(), u.String()); err != nil {
+		t.Fatal(err)
+	}
+	keys := []attribute.Key{"http.request.method", "server.address", "server.port", "url.full", "network.protocol.version"}
+	got := f.tree(t, keys...)
+	port := strings.TrimPrefix(f.srv.URL(), "http://127.0.0.1:")
+	redacted := "http://REDACTED:REDACTED@127.0.0.1:" + port + "/s/200?sig=REDACTED&x=1&X-Goog-Signature=REDACTED"
+	want := map[string]string{"http.request.method": "GET", "server.address": "127.0.0.1", "server.port": port,
+		"url.full": redacted, "network.protocol.version": "1.1"}
+	if diff := cmp.Diff(want, got[1].Attrs); diff != "" {
+		t.Errorf("attempt attributes (-want +got):\n%s", diff)
+	}
+	if got[0].Attrs["url.full"] != redacted {
+		t.Errorf("operation url.full = %q, want %q", got[0].Attrs["url.full"], redacted)
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"http://a.test/p?q=1", "http://a.test/p?q=1"},
+		{"https://u:p@a.test/p", "https://REDACTED:REDACTED@a.test/p"},
+		{"https://u@a.test/p", "https://REDACTED:REDACTED@a.test/p"},
+		{"https://a.test/p?AWSAccessKeyId=k&Signature=s&Expires=1", "https://a.test/p?AWSAccessKeyId=REDACTED&Signature=REDACTED&Expires=1"},
+		{"https://a.test/p?sig=&q", "https://a.test/p?sig=REDACTED&q"},
+	}
+	for _, tt := range tests {
+		u, _ := url.Parse(tt.in)
+		if got := telemetry.RedactURL(u); got != tt.want {
+			t.Errorf("RedactURL(%s) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}
+
+// A caller that cancels leaves every status unset.
+func TestCancellationLeavesStatusUnset(t *testing.T) {
+	f := setup(t, policy.Default())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	// Cancelled before the call: the operation span ends with no attempt.
+	if _, err := f.get(t, ctx, f.srv.URL()+"/s/200"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() { // cancel once the request is at the server
+		for spin := time.Now(); f.srv.Stats("/slow/headers", "").Requests == 0 && time.Since(spin) < time.Minute; runtime.Gosched() {
+		}
+		cancel()
+	}()
+	if _, err := f.get(t, ctx, f.srv.URL()+"/slow/headers?delay=1h"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v", err)
+	}
+	for _, s := range f.tree(t) {
+		if s.Status != codes.Unset {
+			t.Errorf("%s %v: status %v, want unset", s.Name, s.Kind, s.Status)
+		}
+	}
+}
+
+func TestPitfallEvents(t *testing.T) {
+	p := policy.ReqwestForHost("127.0.0.1")
+	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503)}.Classify
+	f := setup(t, p)
+	req, _ := http.NewRequest("POST", f.srv.URL()+"/login", strings.NewReader("u=a"))
+	resp, err := f.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var events []string
+	for _, s := range f.spans.Ended() {
+		for _, e := range s.Events() {
+			if e.Name != telemetry.EventPitfall {
+				continue
+			}
+			for _, kv := range e.Attributes {
+				events = append(events, string(kv.Key)+"="+kv.Value.Emit())
+			}
+		}
+	}
+	want := []string{"pitfall=non-idempotent-retried", "pitfall=cookie-lost", `retrystack.pitfall.cookies=["lb"]`}
+	if diff := cmp.Diff(want, events); diff != "" {
+		t.Errorf("pitfall events (-want +got):\n%s", diff)
+	}
+	for _, s := range f.spans.Ended() {
+		for _, e := range s.Events() {
+			for _, kv := range e.Attributes {
+				if strings.Contains(kv.Value.Emit(), "node-2") {
+					t.Errorf("a cookie value reached the span: %s=%s", kv.Key, kv.Value.Emit())
+				}
+			}
+		}
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	f := setup(t, policy.Default())
+	for _, path := range []string{"/fail/2/503", "/s/200"} {
+		if _, err := f.get(t, context.Background(), f.srv.URL()+path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rm metricdata.ResourceMetrics
+	if err := f.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Histogram[float64]:
+				n := uint64(0)
+				for _, p := range d.DataPoints {
+					n += p.Count
+				}
+				got[m.Name] = "count=" + itoa(int64(n))
+			case metricdata.Histogram[int64]:
+				var vals []string
+				for _, p := range d.DataPoints {
+					vals = append(vals, "sum="+itoa(p.Sum)+",count="+itoa(int64(p.Count)))
+				}
+				got[m.Name] = strings.Join(vals, ";")
+			case metricdata.Sum[int64]:
+				var vals []string
+				for _, p := range d.DataPoints {
+					r, _ := p.Attributes.Value(telemetry.AttrReason)
+					vals = append(vals, r.Emit()+"="+itoa(p.Value))
+				}
+				got[m.Name] = strings.Join(vals, ";")
+			}
+		}
+	}
+	want := map[string]string{
+		"http.client.request.duration":         "count=4",       // 3 attempts + 1
+		"retrystack.client.operation.duration": "count=2",       // 2 operations
+		"retrystack.client.operation.resends":  "sum=2,count=2", // 2 resends, and a 0 recorded too
+		"retrystack.client.retry.delay":        "count=2",       // 2 waits
+		"retrystack.client.retries":            "status=2",      // by reason
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
+	}
+}
+
+func itoa(n int64) string { return attribute.Int64Value(n).Emit() }
