@@ -109,6 +109,9 @@ func New(cfg Config) (*Telemetry, error) {
 	return t, nil
 }
 
+// Tracer returns the tracer the layers use, for spans around them.
+func (t *Telemetry) Tracer() trace.Tracer { return t.tracer }
+
 // Operation returns the layer "telemetry": the logical operation's span
 // and metrics. Put it outermost, so redirect hops fall inside it.
 func (t *Telemetry) Operation() middleware.Layer {

@@ -18,6 +18,9 @@ import (
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/redirect"
+	"github.com/retrystack/retrystack/telemetry"
+	"github.com/retrystack/retrystack/telemetry/otlp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // A scenario is one row of the lab: a setup, the operations it sends, and
@@ -94,6 +97,9 @@ func layers(sc scenario, presetName string, t *trial) ([]middleware.Layer, error
 		redirect.Layer(redirect.Config{}),
 		cookiejar.Layer(cookiejar.Config{CaptureDiscarded: sc.capture}),
 	}
+	if t.tel != nil {
+		out = append([]middleware.Layer{t.tel.Operation()}, out...)
+	}
 	if pr := presets[presetName]; pr.policy != nil {
 		p := pr.policy()
 		if sc.tune != nil {
@@ -103,13 +109,20 @@ func layers(sc scenario, presetName string, t *trial) ([]middleware.Layer, error
 		if sc.hooks != nil {
 			cfg.Hooks = sc.hooks(t)
 		}
+		if t.tel != nil {
+			cfg.Hooks = engine.JoinHooks(cfg.Hooks, t.tel.Hooks())
+		}
 		e, err := engine.New(cfg)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, e.Layer())
 	}
-	return append(out, middleware.Timeout(sc.attemptTimeout)), nil
+	out = append(out, middleware.Timeout(sc.attemptTimeout))
+	if t.tel != nil {
+		out = append(out, t.tel.Attempt())
+	}
+	return out, nil
 }
 
 // defaultStack is reqwest's order, retrystack's default.
@@ -146,9 +159,20 @@ func runAll(ctx context.Context, selected []scenario, opts options) ([]row, erro
 		return nil, err
 	}
 	defer srv.Close()
+	var tel *telemetry.Telemetry
+	if opts.otlp != "" {
+		tp, err := otlp.NewTracerProvider(ctx, "retrylab", opts.otlp)
+		if err != nil {
+			return nil, err
+		}
+		defer tp.Shutdown(context.Background()) // flushes every scenario's trace
+		if tel, err = telemetry.New(telemetry.Config{TracerProvider: tp}); err != nil {
+			return nil, err
+		}
+	}
 	rows := make([]row, 0, len(selected))
 	for _, sc := range selected {
-		r, err := runOne(ctx, srv, sc, opts)
+		r, err := runOne(ctx, srv, tel, sc, opts)
 		if err != nil {
 			// A row that cannot run is a deviation, not the end of the run.
 			r = row{sc: sc, preset: opts.preset, got: figures{Result: "-", PlannedWaitsMS: []int64{}, Extra: map[string]string{}},
@@ -162,7 +186,7 @@ func runAll(ctx context.Context, selected []scenario, opts options) ([]row, erro
 // scenarioTimeout bounds a scenario, so a broken one cannot hang the lab.
 const scenarioTimeout = 10 * time.Second
 
-func runOne(ctx context.Context, srv *faultserver.Server, sc scenario, opts options) (row, error) {
+func runOne(ctx context.Context, srv *faultserver.Server, tel *telemetry.Telemetry, sc scenario, opts options) (row, error) {
 	presetName := sc.preset
 	if opts.preset != "" {
 		presetName = opts.preset
@@ -176,10 +200,18 @@ func runOne(ctx context.Context, srv *faultserver.Server, sc scenario, opts opti
 	} else if presets[presetName].policy == nil {
 		names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "retry" })
 	}
+	if tel != nil { // outermost and innermost, whatever the order between
+		names = append(append([]string{"telemetry"}, names...), "attempt-telemetry")
+	}
 
-	t := &trial{srv: srv, key: sc.id, base: srv.URL(), extra: map[string]string{}}
+	t := &trial{srv: srv, tel: tel, key: sc.id, base: srv.URL(), extra: map[string]string{}}
 	t.ctx, t.cancel = context.WithTimeout(ctx, scenarioTimeout)
 	defer t.cancel()
+	if tel != nil { // each scenario is a trace of its own
+		var root trace.Span
+		t.ctx, root = tel.Tracer().Start(t.ctx, "retrylab "+sc.id, trace.WithNewRoot())
+		defer root.End()
+	}
 	stack, err := buildStack(names, sc, presetName, t)
 	if err != nil {
 		return row{}, err
@@ -256,6 +288,7 @@ func pitfalls(rep *engine.Report) string {
 
 // trial is one run of a scenario: its client and the operations it sent.
 type trial struct {
+	tel           *telemetry.Telemetry // nil without -otlp
 	ctx           context.Context
 	cancel        context.CancelFunc
 	client        *http.Client

@@ -39,6 +39,7 @@ type options struct {
 	filter         *regexp.Regexp
 	stack          []string // nil: each scenario's own
 	preset         string   // "": each scenario's own
+	otlp           string   // OTLP/HTTP endpoint; "": no telemetry
 	experimentMode bool     // -stack or -preset given
 }
 
@@ -94,6 +95,9 @@ const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-stack a,b,c] [-pre
   -preset NAME   the retry preset of every selected scenario: default, python,
                  node, reqwest-default, reqwest-for-host, reqwest-never, or none
                  (no retry layer)
+  -otlp URL      export each scenario as a trace of its own, service
+                 "retrylab", to an OTLP/HTTP endpoint (e.g. http://127.0.0.1:4318);
+                 adds the telemetry and attempt-telemetry layers
 
 Rows run under -stack or -preset are experiments: they are compared with
 the expected figures, but a difference does not fail the run.
@@ -110,13 +114,14 @@ func parseFlags(args []string) (options, error) {
 	asJSON := fs.Bool("json", false, "")
 	stack := fs.String("stack", "", "")
 	preset := fs.String("preset", "", "")
+	otlpEndpoint := fs.String("otlp", "", "")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	opts := options{list: *list, json: *asJSON, preset: *preset}
+	opts := options{list: *list, json: *asJSON, preset: *preset, otlp: *otlpEndpoint}
 	re, err := regexp.Compile(*runRE)
 	if err != nil {
 		return options{}, fmt.Errorf("bad -run: %v", err)

@@ -1,0 +1,144 @@
+//go:build jaeger
+
+package telemetry_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// jaegerTrace is the part of Jaeger's /api/traces answer the test reads.
+type jaegerTrace struct {
+	Spans []struct {
+		SpanID        string `json:"spanID"`
+		OperationName string `json:"operationName"`
+		References    []struct {
+			RefType string `json:"refType"`
+			SpanID  string `json:"spanID"`
+		} `json:"references"`
+		Tags []struct {
+			Key   string `json:"key"`
+			Value any    `json:"value"`
+		} `json:"tags"`
+		Logs []struct {
+			Fields []struct {
+				Key   string `json:"key"`
+				Value any    `json:"value"`
+			} `json:"fields"`
+		} `json:"logs"`
+	} `json:"spans"`
+}
+
+// summary is what the test checks of one scenario's trace.
+type summary struct {
+	Operations []string // logical spans, by name, sorted
+	Attempts   int      // CLIENT spans, each a child of a logical span
+	Resends    []string // http.request.resend_count of each attempt, "-" when absent
+	Events     []string // backoff and pitfall events on the logical spans
+}
+
+// TestJaegerTraces reads what scripts/jaeger-e2e.sh exported through the
+// lab and checks each scenario's trace as Jaeger stored it.
+func TestJaegerTraces(t *testing.T) {
+	query := os.Getenv("JAEGER_QUERY")
+	if query == "" {
+		t.Fatal("JAEGER_QUERY is not set: run scripts/jaeger-e2e.sh")
+	}
+	want := map[string]summary{
+		"retrylab seed004/503-503-200": {Operations: []string{"retrystack GET"}, Attempts: 3, Resends: []string{"-", "1", "2"},
+			Events: []string{"retrystack.retry.backoff", "retrystack.retry.backoff"}},
+		"retrylab seed003/naive-post-orders": {Operations: []string{"retrystack POST"}, Attempts: 3, Resends: []string{"-", "1", "2"},
+			Events: []string{"retrystack.pitfall non-idempotent-retried", "retrystack.retry.backoff",
+				"retrystack.pitfall non-idempotent-retried", "retrystack.retry.backoff", "retrystack.pitfall exhausted-retryable-status"}},
+		"retrylab seed003/naive-login-then-me": {Operations: []string{"retrystack GET", "retrystack POST"}, Attempts: 3, Resends: []string{"-", "-", "1"},
+			Events: []string{"retrystack.pitfall non-idempotent-retried", "retrystack.pitfall cookie-lost", "retrystack.retry.backoff"}},
+		"retrylab seed000/forhost-localhost-get-127": {Operations: []string{"retrystack GET"}, Attempts: 2, Resends: []string{"-", "1"},
+			Events: []string{"retrystack.pitfall scope-leak", "retrystack.retry.backoff", "retrystack.pitfall exhausted-retryable-status"}},
+	}
+	var got map[string]summary
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got = fetch(t, query)
+		if len(got) >= len(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // spans land 100-200 ms after a flush
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("traces in Jaeger (-want +got):\n%s", diff)
+	}
+}
+
+func fetch(t *testing.T, query string) map[string]summary {
+	t.Helper()
+	resp, err := http.Get(query + "/api/traces?service=retrylab&limit=100&lookback=1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct{ Data []jaegerTrace }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]summary{}
+	for _, tr := range body.Data {
+		byID := map[string]int{}
+		root := ""
+		for i, s := range tr.Spans {
+			byID[s.SpanID] = i
+			if len(s.References) == 0 {
+				root = s.OperationName
+			}
+		}
+		var sum summary
+		type attempt struct{ parent, resend string }
+		for _, s := range tr.Spans {
+			tags := map[string]any{}
+			for _, tg := range s.Tags {
+				tags[tg.Key] = tg.Value
+			}
+			switch {
+			case tags["span.kind"] == "internal" && len(s.References) > 0: // not the scenario's root
+				sum.Operations = append(sum.Operations, s.OperationName)
+				for _, l := range s.Logs {
+					ev := ""
+					for _, f := range l.Fields {
+						switch f.Key {
+						case "event":
+							ev = f.Value.(string) + ev
+						case "pitfall":
+							ev += " " + f.Value.(string)
+						}
+					}
+					sum.Events = append(sum.Events, ev)
+				}
+			case tags["span.kind"] == "client":
+				parent := tr.Spans[byID[s.References[0].SpanID]]
+				if parent.OperationName == root || len(parent.References) == 0 {
+					t.Errorf("%s: attempt span %s is not under a logical span", root, s.SpanID)
+				}
+				sum.Attempts++
+				r := "-"
+				if v, ok := tags["http.request.resend_count"]; ok {
+					r = jsonNumber(v)
+				}
+				sum.Resends = append(sum.Resends, r)
+			}
+		}
+		slices.Sort(sum.Resends)
+		slices.Sort(sum.Operations)
+		out[root] = sum
+	}
+	return out
+}
+
+func jsonNumber(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
