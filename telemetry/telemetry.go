@@ -169,7 +169,7 @@ type operation struct {
 func (o *operation) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	ctx, sends := middleware.WithSends(req.Context())
-	ctx, span := o.t.tracer.Start(ctx, "retrystack "+method(req), trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := o.t.tracer.Start(ctx, operationName(method(req)), trace.WithSpanKind(trace.SpanKindInternal))
 	recording := span.IsRecording()
 	if recording {
 		span.SetAttributes(semconv.HTTPRequestMethodKey.String(method(req)), semconv.URLFull(RedactURL(req.URL)))
@@ -201,10 +201,29 @@ func (o *operation) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	span.End()
-	attrs := metric.WithAttributes(semconv.HTTPRequestMethodKey.String(method(req)), AttrStopReason.String(string(stop)))
-	o.t.opDuration.Record(ctx, time.Since(start).Seconds(), attrs)
-	o.t.resends.Record(ctx, int64(max(sends.Count()-1, 0)), attrs)
+	if o.t.opDuration.Enabled(ctx) || o.t.resends.Enabled(ctx) {
+		attrs := metric.WithAttributes(semconv.HTTPRequestMethodKey.String(method(req)), AttrStopReason.String(string(stop)))
+		o.t.opDuration.Record(ctx, time.Since(start).Seconds(), attrs)
+		o.t.resends.Record(ctx, int64(max(sends.Count()-1, 0)), attrs)
+	}
 	return resp, err
+}
+
+// operationName avoids building the common span names per request.
+func operationName(method string) string {
+	switch method {
+	case http.MethodGet:
+		return "retrystack GET"
+	case http.MethodPost:
+		return "retrystack POST"
+	case http.MethodPut:
+		return "retrystack PUT"
+	case http.MethodDelete:
+		return "retrystack DELETE"
+	case http.MethodHead:
+		return "retrystack HEAD"
+	}
+	return "retrystack " + method
 }
 
 func (o *operation) CloseIdleConnections() { closeIdle(o.next) }
@@ -241,6 +260,10 @@ func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
 		a.t.prop.Inject(ctx, propagation.HeaderCarrier(r.Header))
 	}
 	resp, err := a.next.RoundTrip(r)
+	if !span.IsRecording() && !a.t.reqDuration.Enabled(ctx) {
+		span.End()
+		return resp, err
+	}
 
 	var extra []attribute.KeyValue
 	switch {
