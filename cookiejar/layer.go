@@ -92,7 +92,5 @@ func (t *transport) discarded(resp *http.Response) []string {
 }
 
 func (t *transport) CloseIdleConnections() {
-	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
+	middleware.CloseIdleConnections(t.next)
 }

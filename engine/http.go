@@ -49,9 +49,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // CloseIdleConnections forwards to the next RoundTripper.
 func (t *Transport) CloseIdleConnections() {
-	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
+	middleware.CloseIdleConnections(t.next)
 }
 
 // httpOp is one request under the retry loop.

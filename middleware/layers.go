@@ -67,7 +67,7 @@ func ReadStatusError(resp *http.Response, limit int64) *StatusError {
 	}
 }
 
-func (e *errorForStatus) CloseIdleConnections() { closeIdle(e.next) }
+func (e *errorForStatus) CloseIdleConnections() { CloseIdleConnections(e.next) }
 
 // Header returns the layer "header", which sets each header of h on every
 // request that passes through it, replacing values the request had. The
@@ -118,7 +118,7 @@ func (h *header) RoundTrip(req *http.Request) (*http.Response, error) {
 	return h.next.RoundTrip(&r)
 }
 
-func (h *header) CloseIdleConnections() { closeIdle(h.next) }
+func (h *header) CloseIdleConnections() { CloseIdleConnections(h.next) }
 
 // Timeout returns the layer "timeout", which bounds each request that passes
 // through it by d, from the moment it enters the layer until its response
@@ -171,7 +171,7 @@ func (t *timeout) classify(ctx context.Context, err error) error {
 	return err
 }
 
-func (t *timeout) CloseIdleConnections() { closeIdle(t.next) }
+func (t *timeout) CloseIdleConnections() { CloseIdleConnections(t.next) }
 
 // timeoutBody keeps the attempt's deadline alive while the caller reads, and
 // releases it at EOF or Close, like net/http's own client timeout does.

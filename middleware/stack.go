@@ -203,9 +203,9 @@ type chain struct {
 func (c *chain) RoundTrip(req *http.Request) (*http.Response, error) { return c.top.RoundTrip(req) }
 
 func (c *chain) CloseIdleConnections() {
-	closeIdle(c.top)
+	CloseIdleConnections(c.top)
 	if c.layered {
-		closeIdle(c.base) // harmless when the layers already forwarded it
+		CloseIdleConnections(c.base) // harmless when the layers already forwarded it
 	}
 }
 
@@ -218,10 +218,10 @@ type RoundTripperFunc func(*http.Request) (*http.Response, error)
 // RoundTrip calls f(req).
 func (f RoundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-type closeIdler interface{ CloseIdleConnections() }
-
-func closeIdle(rt http.RoundTripper) {
-	if c, ok := rt.(closeIdler); ok {
+// CloseIdleConnections calls rt's CloseIdleConnections, if it has one: what
+// every layer's own CloseIdleConnections does with the RoundTripper it wraps.
+func CloseIdleConnections(rt http.RoundTripper) {
+	if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
 }

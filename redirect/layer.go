@@ -200,7 +200,5 @@ func discard(resp *http.Response) {
 }
 
 func (t *transport) CloseIdleConnections() {
-	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
+	middleware.CloseIdleConnections(t.next)
 }

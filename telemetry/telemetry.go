@@ -226,7 +226,7 @@ func operationName(method string) string {
 	return "retrystack " + method
 }
 
-func (o *operation) CloseIdleConnections() { closeIdle(o.next) }
+func (o *operation) CloseIdleConnections() { middleware.CloseIdleConnections(o.next) }
 
 type attempt struct {
 	t    *Telemetry
@@ -294,7 +294,7 @@ func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-func (a *attempt) CloseIdleConnections() { closeIdle(a.next) }
+func (a *attempt) CloseIdleConnections() { middleware.CloseIdleConnections(a.next) }
 
 func errorType(k policy.ErrorKind) attribute.KeyValue {
 	if k == policy.ErrorOther {
@@ -336,10 +336,4 @@ func orDefault(rt http.RoundTripper) http.RoundTripper {
 		return http.DefaultTransport
 	}
 	return rt
-}
-
-func closeIdle(rt http.RoundTripper) {
-	if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
 }
