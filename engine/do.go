@@ -25,8 +25,23 @@ type Op[T any] struct {
 // Do runs op under e's policy and returns its result, the operation's
 // report and, when it ended without a result, an *Error.
 func Do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
-	rep := &Report{Policy: e.p.Name}
+	rep := &Report{Policy: e.p.Name, Layer: e.layer}
 	v, err := run(ctx, e, &funcOp[T]{e: e, op: op}, rep)
+	return v, rep, err
+}
+
+// DoWithFallback runs op under e and, if it ends with its attempts
+// exhausted, runs fallback once with a fresh count, as Codex falls back from
+// WebSocket to HTTPS when its stream budget is spent; a second exhaustion
+// ends the operation. The report is the last run's, Fallbacks counting the
+// switch.
+func DoWithFallback[T any](ctx context.Context, e *Engine, op, fallback Op[T]) (T, *Report, error) {
+	v, rep, err := Do(ctx, e, op)
+	if rep.Stop != policy.StopAttemptsExhausted {
+		return v, rep, err
+	}
+	v, rep, err = Do(ctx, e, fallback)
+	rep.Fallbacks = 1
 	return v, rep, err
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/retrystack/retrystack/policy"
@@ -15,6 +16,20 @@ type Config struct {
 	// FailOnExhausted returns an *ExhaustedError, instead of the last
 	// response, when the policy wanted to retry a status but could not.
 	FailOnExhausted bool
+	// Layer labels the engine's reports and telemetry when retries nest:
+	// "http" (the default) for request retries, "stream" for a stream
+	// operation around them.
+	Layer string
+	// Prepare, when set, rebuilds each attempt's request before it is sent
+	// (as Codex's make_req does), so a token or a dynamic header can change
+	// between attempts. It gets a copy with its own Header; an error fails
+	// the attempt as not sent.
+	Prepare func(req *http.Request, attempt int) error
+	// RefreshAuth, when set, runs once per operation on a 401: if it
+	// succeeds (refreshing credentials that Prepare then uses), the request
+	// is sent again at once, whatever the classifier says; if it fails, the
+	// 401 is the answer. It must not read the response body.
+	RefreshAuth func(ctx context.Context, resp *http.Response) error
 }
 
 // Engine runs operations under one policy. It is safe for concurrent use.
@@ -22,6 +37,9 @@ type Engine struct {
 	p               policy.Policy
 	hooks           Hooks
 	failOnExhausted bool
+	layer           string
+	prepare         func(*http.Request, int) error
+	refreshAuth     func(context.Context, *http.Response) error
 
 	// now and sleep are replaced by tests; sleep waits for d unless ctx
 	// ends first, and then returns ctx's error.
@@ -34,10 +52,17 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.Policy.Validate(); err != nil {
 		return nil, err
 	}
+	layer := cfg.Layer
+	if layer == "" {
+		layer = "http"
+	}
 	return &Engine{
 		p:               cfg.Policy,
 		hooks:           cfg.Hooks,
 		failOnExhausted: cfg.FailOnExhausted,
+		layer:           layer,
+		prepare:         cfg.Prepare,
+		refreshAuth:     cfg.RefreshAuth,
 		now:             time.Now,
 		sleep:           sleep,
 	}, nil

@@ -11,6 +11,10 @@ import (
 	"github.com/retrystack/retrystack/policy"
 )
 
+// causeAuth is the Decision.Cause of a resend after RefreshAuth: it is
+// sent at once, outside the backoff and the budget.
+const causeAuth = "auth"
+
 // DrainLimit is how much of a discarded response body the engine reads so
 // the connection can be reused; a longer body closes the connection instead.
 const DrainLimit = 4 << 10
@@ -41,7 +45,7 @@ var _ http.RoundTripper = (*Transport)(nil)
 // *Error or, with FailOnExhausted, an *ExhaustedError; both carry the
 // Report, as does the response (see ReportOf).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	rep := &Report{Policy: t.e.p.Name}
+	rep := &Report{Policy: t.e.p.Name, Layer: t.e.layer}
 	ctx, sends := middleware.WithSends(req.Context())
 	ctx = context.WithValue(ctx, reportKey{}, rep)
 	return run(ctx, t.e, &httpOp{e: t.e, next: t.next, req: req, sends: sends}, rep)
@@ -54,10 +58,11 @@ func (t *Transport) CloseIdleConnections() {
 
 // httpOp is one request under the retry loop.
 type httpOp struct {
-	e     *Engine
-	next  http.RoundTripper
-	req   *http.Request
-	sends *middleware.Sends
+	e         *Engine
+	next      http.RoundTripper
+	req       *http.Request
+	sends     *middleware.Sends
+	refreshed bool // RefreshAuth ran for this operation
 }
 
 func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInfo, error) {
@@ -74,6 +79,18 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	r := o.req.WithContext(ctx)
 	if body != nil {
 		r.Body = body
+	}
+	if o.e.prepare != nil {
+		r.Header = o.req.Header.Clone()
+		if r.Header == nil {
+			r.Header = make(http.Header)
+		}
+		if err := o.e.prepare(r, n); err != nil {
+			if body != nil {
+				body.Close()
+			}
+			return nil, attemptInfo{processed: policy.NotSent, resend: resend}, err
+		}
 	}
 	resp, err := o.next.RoundTrip(r)
 	if err != nil && resp != nil { // a broken RoundTripper: keep the contract
@@ -103,6 +120,12 @@ func (t *wireTrace) clientTrace() *httptrace.ClientTrace {
 }
 
 func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error) policy.Decision {
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && o.e.refreshAuth != nil && !o.refreshed {
+		o.refreshed = true // once per operation: a refresh that does not help is not retried
+		if o.e.refreshAuth(o.req.Context(), resp) == nil {
+			return policy.Retry(causeAuth)
+		}
+	}
 	d := o.e.p.Classify(policy.Attempt{Request: o.req, Response: resp, Err: err, Number: n, Processed: info.processed})
 	if d.Retry && err != nil && policy.KindOf(err).ProtocolNack() {
 		// The transport resends refused and GOAWAY'd streams itself and

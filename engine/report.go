@@ -16,6 +16,8 @@ import (
 // the final body, whose errors may still set Stop) it is no longer written.
 type Report struct {
 	Policy       string            // the policy's name
+	Layer        string            // Config.Layer: "http" or "stream"
+	Fallbacks    int               // fallback transports used (DoWithFallback)
 	Attempts     []AttemptRecord   // one per attempt sent, in order
 	PlannedWaits []time.Duration   // the wait planned before each retry
 	Elapsed      time.Duration     // from the start to the return of the operation

@@ -144,7 +144,7 @@ func run[T any, O operation[T]](ctx context.Context, e *Engine, o O, rep *Report
 
 		stop, wait, fromHint := dec.Stop, time.Duration(0), false
 		if dec.Retry {
-			stop, wait, fromHint = plan(e, ctx, opCtx, o, v, err, n, &backoff, rep)
+			stop, wait, fromHint = plan(e, ctx, opCtx, o, v, err, n, dec.Cause, &backoff, rep)
 		}
 		if stop != "" {
 			if err != nil {
@@ -201,7 +201,7 @@ func (d deadlines) mustStop() policy.StopReason {
 
 // plan decides whether a wanted retry happens and how long to wait first.
 // It returns a stop reason when it does not.
-func plan[T any, O operation[T]](e *Engine, ctx, opCtx context.Context, o O, v T, err error, n int, backoff *retry.Backoff, rep *Report) (stop policy.StopReason, wait time.Duration, fromHint bool) {
+func plan[T any, O operation[T]](e *Engine, ctx, opCtx context.Context, o O, v T, err error, n int, cause string, backoff *retry.Backoff, rep *Report) (stop policy.StopReason, wait time.Duration, fromHint bool) {
 	if !o.covered() {
 		if !e.p.Scope.FromSecondRetry || n > 1 {
 			return policy.StopOutOfScope, 0, false
@@ -214,6 +214,9 @@ func plan[T any, O operation[T]](e *Engine, ctx, opCtx context.Context, o O, v T
 	if !o.replayable() {
 		e.pitfall(ctx, rep, PitfallBodyNotReplayable)
 		return policy.StopBodyNotReplayable, 0, false
+	}
+	if cause == causeAuth {
+		return "", 0, false // fresh credentials: at once
 	}
 	if !e.p.Budget.Withdraw() {
 		e.pitfall(ctx, rep, PitfallBudgetExhausted)

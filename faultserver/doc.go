@@ -36,6 +36,8 @@
 //	                       on each hop; the query is kept on every hop
 //	/redirect/{code}/loop  answers code with a Location pointing at itself
 //	/echo                  200 with a JSON [Echo] of the request
+//	/auth                  401 unless "Authorization: Bearer T" with T = token (default "new");
+//	                       then 200 with T as the body
 //
 // The status routes (/s, /fail, /slow/headers) take optional parameters:
 // size=N for an N-byte body, retry-after=V for a literal Retry-After header

@@ -54,6 +54,8 @@ func match(path string) (route, []string) {
 			return route{"/write", (*request).write}, nil
 		case "echo":
 			return route{"/echo", (*request).echo}, nil
+		case "auth":
+			return route{"/auth", (*request).auth}, nil
 		}
 	}
 	return route{}, nil
@@ -247,6 +249,23 @@ func (r *request) otherOrigin() string {
 		return r.s.URL()
 	}
 	return r.s.LocalhostURL()
+}
+
+// auth answers 401 unless the request carries "Authorization: Bearer T"
+// with T the token parameter (default "new"); a 200's body is the token.
+func (r *request) auth() error {
+	want := r.URL.Query().Get("token")
+	if want == "" {
+		want = "new"
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || got != want {
+		r.w.Header().Set("WWW-Authenticate", `Bearer realm="faultserver"`)
+		return r.reply(http.StatusUnauthorized, false)
+	}
+	r.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, err := r.w.Write([]byte(got))
+	return err
 }
 
 func (r *request) echo() error {

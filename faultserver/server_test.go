@@ -433,3 +433,29 @@ func TestFailParametersAreCheckedFirst(t *testing.T) {
 		t.Errorf("after a rejected request: status %d, want the first failure, 503", a.Status)
 	}
 }
+
+func TestAuth(t *testing.T) {
+	s, c := start(t)
+	for _, tt := range []struct {
+		header string
+		want   answer
+	}{
+		{"", answer{Status: 401, Body: "Unauthorized\n"}},
+		{"Bearer old", answer{Status: 401, Body: "Unauthorized\n"}},
+		{"Bearer new", answer{Status: 200, Body: "new"}},
+	} {
+		req, _ := http.NewRequest("GET", s.URL()+"/auth", nil)
+		if tt.header != "" {
+			req.Header.Set("Authorization", tt.header)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if got := (answer{Status: resp.StatusCode, Body: string(b)}); got != tt.want {
+			t.Errorf("Authorization %q: %+v, want %+v", tt.header, got, tt.want)
+		}
+	}
+}

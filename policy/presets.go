@@ -111,3 +111,72 @@ func reqwest(name string, classify Classifier, budget *Budget, scope Scope) Poli
 		// The zero Backoff resends at once, as reqwest does.
 	}
 }
+
+// RetryOn is Codex's switchboard of what a request retries: 429, 5xx and
+// transport errors, each on or off. Classify turns it into a classifier;
+// it ignores the method, as Codex retries its POSTs.
+type RetryOn struct {
+	TooManyRequests bool // 429
+	ServerErrors    bool // 500-599
+	Transport       bool // transient transport errors
+}
+
+// Classify decides on an attempt by the switches.
+func (r RetryOn) Classify(a Attempt) Decision {
+	if a.Err != nil {
+		kind := KindOf(a.Err)
+		switch {
+		case kind == ErrorCanceled:
+			return Stop(StopCancelled)
+		case r.Transport && kind.Transient():
+			return Retry(kind.cause())
+		}
+		return Stop(StopNonRetryable)
+	}
+	if a.Response == nil {
+		return Stop(StopSuccess)
+	}
+	code := a.Response.StatusCode
+	switch {
+	case code == 429 && r.TooManyRequests, code >= 500 && code <= 599 && r.ServerErrors:
+		return Retry("status")
+	case code < 400:
+		return Stop(StopSuccess)
+	}
+	return Stop(StopNonRetryable)
+}
+
+// Codex returns the request-level policy of the Codex model client (seed
+// 002): 4 request retries, RetryOn{429: false, 5xx: true, transport: true},
+// backoff 200 ms·2^(n-1) with ×[0.9, 1.1) jitter, and a server-provided
+// delay that replaces the backoff.
+func Codex() Policy {
+	return Policy{
+		Name:        "codex",
+		MaxAttempts: 5,
+		Classify:    RetryOn{ServerErrors: true, Transport: true}.Classify,
+		Backoff:     Backoff{Base: 200 * time.Millisecond, Jitter: JitterTenPercent},
+		RetryAfter:  RetryAfter{Use: HintOverride},
+	}
+}
+
+// CodexStream returns Codex's stream-level policy, the outer of its two
+// nested budgets: 5 stream retries, each of which may hold several HTTP
+// attempts, every stream error retried, backoff 200 ms·2^(n-1) with
+// ×[0.9, 1.1) jitter. Run a stream under it with engine.Do.
+func CodexStream() Policy {
+	return Policy{
+		Name:        "codex-stream",
+		MaxAttempts: 6,
+		Classify: func(a Attempt) Decision {
+			if a.Err == nil {
+				return Stop(StopSuccess)
+			}
+			if KindOf(a.Err) == ErrorCanceled {
+				return Stop(StopCancelled)
+			}
+			return Retry("stream")
+		},
+		Backoff: Backoff{Base: 200 * time.Millisecond, Jitter: JitterTenPercent},
+	}
+}

@@ -34,6 +34,7 @@ const (
 	AttrReason     = attribute.Key("reason")                     // the retries metric: Decision.Cause
 	AttrPitfall    = attribute.Key("pitfall")                    // the pitfall's name
 	AttrCookies    = attribute.Key("retrystack.pitfall.cookies") // cookie-lost: names, never values
+	AttrLayer      = attribute.Key("retrystack.layer")           // which nested retry level: "http" or "stream"
 )
 
 // Event names.
@@ -144,9 +145,9 @@ func (t *Telemetry) onRetry(ev engine.RetryEvent) {
 	}
 	if span := trace.SpanFromContext(ev.Context); span.IsRecording() {
 		span.AddEvent(EventBackoff, trace.WithAttributes(
-			AttrDelay.Float64(ev.Wait.Seconds()), AttrDelaySrc.String(source)))
+			AttrDelay.Float64(ev.Wait.Seconds()), AttrDelaySrc.String(source), AttrLayer.String(ev.Report.Layer)))
 	}
-	t.retries.Add(ev.Context, 1, metric.WithAttributes(AttrReason.String(ev.Cause)))
+	t.retries.Add(ev.Context, 1, metric.WithAttributes(AttrReason.String(ev.Cause), AttrLayer.String(ev.Report.Layer)))
 	t.delay.Record(ev.Context, ev.Wait.Seconds(), metric.WithAttributes(AttrDelaySrc.String(source)))
 }
 
