@@ -30,10 +30,11 @@ type scenario struct {
 	preset         string               // a key of presets
 	tune           func(*policy.Policy) // the row's changes to the preset
 	hooks          func(*trial) engine.Hooks
-	stack          []string              // layer names, outermost first; nil: the default stack
-	capture        bool                  // the cookie layer stores cookies of discarded attempts
-	attemptTimeout time.Duration         // for the "timeout" layer
-	h2             []faultserver.H2Fault // non-nil: run against a fresh h2c server with this script
+	engine         func(*trial, *engine.Config) // further engine settings
+	stack          []string                     // layer names, outermost first; nil: the default stack
+	capture        bool                         // the cookie layer stores cookies of discarded attempts
+	attemptTimeout time.Duration                // for the "timeout" layer
+	h2             []faultserver.H2Fault        // non-nil: run against a fresh h2c server with this script
 	run            func(t *trial)
 	want           expect
 	note           string // why the row differs from the seed system, if it does
@@ -73,6 +74,7 @@ type preset struct {
 var presets = map[string]preset{
 	"none":             {nil, "no retry layer: what net/http alone does"},
 	"default":          {policy.Default, "retrystack's safe default"},
+	"codex":            {policy.Codex, "Codex's request retries: RetryOn 5xx and transport, 4 retries"},
 	"python":           {policy.Python, "seed 001's hand-written Python client"},
 	"node":             {policy.Node, "seed 004's GET-only Node client"},
 	"reqwest-default":  {policy.ReqwestDefault, "reqwest 0.13.5's client default: HTTP/2 protocol NACKs only"},
@@ -111,6 +113,9 @@ func layers(sc scenario, presetName string, t *trial) ([]middleware.Layer, error
 		}
 		if t.tel != nil {
 			cfg.Hooks = engine.JoinHooks(cfg.Hooks, t.tel.Hooks())
+		}
+		if sc.engine != nil {
+			sc.engine(t, &cfg)
 		}
 		e, err := engine.New(cfg)
 		if err != nil {
@@ -224,7 +229,7 @@ func runOne(ctx context.Context, srv *faultserver.Server, tel *telemetry.Telemet
 		cancel()
 		n := 0
 		for _, e := range srv.Log() {
-			if e.Key == t.key {
+			if e.Key == t.key || strings.HasPrefix(e.Key, t.key+"/") { // sub-keys: see request
 				n++
 			}
 		}
@@ -330,31 +335,44 @@ func (t *trial) stream(method, path, body string) (status int, respBody string, 
 func (t *trial) forget() { t.ops = nil }
 
 func (t *trial) do(method, path string, rd io.Reader, header ...string) (status int, respBody string, err error) {
-	req, err := http.NewRequestWithContext(t.ctx, method, t.url(path), rd)
-	if err != nil {
-		return 0, "", err
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
 	before := t.count()
-	resp, err := t.client.Do(req)
-	o := op{}
-	if err == nil {
-		o.report = engine.ReportOf(resp)
-		var b []byte
-		b, err = io.ReadAll(resp.Body)
-		resp.Body.Close()
-		status, respBody = resp.StatusCode, string(b)
-	} else {
-		o.report = engine.ReportFrom(err)
-	}
-	o.requests, o.result = t.count()-before, strconv.Itoa(status)
+	status, respBody, rep, err := t.request(t.ctx, method, path, rd, header...)
+	o := op{report: rep, requests: t.count() - before, result: strconv.Itoa(status)}
 	if err != nil {
 		o.result = "error"
 	}
 	t.ops = append(t.ops, o)
 	return status, respBody, err
+}
+
+// request sends one request through the trial's client without recording
+// an operation, for rows whose operation is made of several (a stream).
+// A path ending in "?key=..." or "&key=..." keeps its own key: a sub-key
+// "<trial key>/..." is counted with the trial.
+func (t *trial) request(ctx context.Context, method, path string, rd io.Reader, header ...string) (status int, respBody string, rep *engine.Report, err error) {
+	req, err := http.NewRequestWithContext(ctx, method, t.url(path), rd)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return 0, "", engine.ReportFrom(err), err
+	}
+	rep = engine.ReportOf(resp)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(b), rep, err
+}
+
+// measure records fn as one logical operation: the requests the server saw
+// during it, its result and its report.
+func (t *trial) measure(fn func() (result string, rep *engine.Report)) {
+	before := t.count()
+	result, rep := fn()
+	t.ops = append(t.ops, op{requests: t.count() - before, result: result, report: rep})
 }
 
 // url adds the trial's key to path, which is relative to the server or,
@@ -366,6 +384,9 @@ func (t *trial) url(path string) string {
 	}
 	if !strings.HasPrefix(path, "http") {
 		path = t.base + path
+	}
+	if strings.Contains(path, "?key=") || strings.Contains(path, "&key=") {
+		return path
 	}
 	return path + sep + "key=" + url.QueryEscape(t.key)
 }

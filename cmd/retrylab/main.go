@@ -84,10 +84,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// defaultRun selects the acceptance table's rows; the lab's own rows (base/,
+// fix/) run when -run names them.
+const defaultRun = "^seed"
+
 const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-stack a,b,c] [-preset NAME]
 
   -list          list the scenarios and exit
-  -run REGEX     run only the scenarios whose id matches REGEX
+  -run REGEX     run the scenarios whose id matches REGEX (default ^seed: the
+                 seed rows; the lab's own base/ and fix/ rows run when named)
   -json          print one JSON object per scenario and line
   -stack a,b,c   the layers of every selected scenario, outermost first, from
                  error-for-status, redirect, cookies, retry, timeout; the list
@@ -110,7 +115,7 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("retrylab", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported in one line by run
 	list := fs.Bool("list", false, "")
-	runRE := fs.String("run", "", "")
+	runRE := fs.String("run", defaultRun, "")
 	asJSON := fs.Bool("json", false, "")
 	stack := fs.String("stack", "", "")
 	preset := fs.String("preset", "", "")
