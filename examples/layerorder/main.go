@@ -1,0 +1,68 @@
+// Command layerorder is a layer-order experiment: the same login, in
+// reqwest's order (cookies outside retry) and with cookies and retry
+// swapped, printed with what the server received afterwards.
+//
+//	go run ./examples/layerorder
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/retrystack/retrystack"
+	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
+)
+
+func main() {
+	if err := run(os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "layerorder:", err)
+		os.Exit(1)
+	}
+}
+
+func run(w io.Writer) error {
+	srv, err := faultserver.New()
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+
+	// Seed 003's naive classifier: every 503 is retried, POST included.
+	p := policy.ReqwestForHost("127.0.0.1")
+	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503)}.Classify
+
+	for _, order := range []func(middleware.Stack) (middleware.Stack, error){
+		func(s middleware.Stack) (middleware.Stack, error) { return s, nil },
+		func(s middleware.Stack) (middleware.Stack, error) { return s.Swap("cookies", "retry") },
+	} {
+		base, err := retrystack.NewStack(retrystack.Config{Policy: &p})
+		if err != nil {
+			return err
+		}
+		stack, err := order(base)
+		if err != nil {
+			return err
+		}
+		client := retrystack.Client(stack, &http.Transport{})
+		key := strings.ReplaceAll(stack.String(), " ", "")
+		resp, err := client.Post(srv.URL()+"/login?key="+key, "text/plain", strings.NewReader("user=a"))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		resp, err = client.Get(srv.URL() + "/me?key=" + key)
+		if err != nil {
+			return err
+		}
+		me, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		client.CloseIdleConnections()
+		fmt.Fprintf(w, "%-40s /me received %q\n", stack, me)
+	}
+	return nil
+}
