@@ -45,7 +45,7 @@ func printTable(w io.Writer, rows []row, experiment bool) error {
 				fmt.Fprintln(tw)
 			}
 			group = g
-			fmt.Fprintln(tw, "ID\tPRESET\tSTACK\tSERVER\tRESULT\tSTOP\tWAITS ms\tEXTRA\tCHECK")
+			fmt.Fprintln(tw, "ID\tPRESET\tSTACK\tSERVER\tRESULT\tSTOP\tWAITS ms\tEXTRA\tSEED FIGURE\tCHECK")
 		}
 		check := "✓"
 		if len(r.deviations) > 0 {
@@ -57,9 +57,9 @@ func printTable(w io.Writer, rows []row, experiment bool) error {
 			notes = append(notes, r.sc.note)
 			check += fmt.Sprintf(" [%d]", len(notes))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.sc.id, r.preset, r.stack, runs(r.got.ServerRequests), r.got.Result,
-			dash(r.got.Stop), dash(runs(r.got.PlannedWaitsMS)), dash(extra(r.got.Extra)), check)
+			dash(r.got.Stop), dash(runs(r.got.PlannedWaitsMS)), dash(extra(r.got.Extra)), r.sc.want, check)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -111,4 +111,23 @@ func runs[T int | int64](xs []T) string {
 		i = j
 	}
 	return strings.Join(parts, ",")
+}
+
+// String prints an expectation as the table's SEED FIGURE: server
+// requests, result and stop reason, in the acceptance table's notation.
+func (e expect) String() string {
+	return compactRuns(e.requests) + " " + e.result + " " + e.stop
+}
+
+// compactRuns shortens a long comma list of numbers as runs does.
+func compactRuns(list string) string {
+	var xs []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return list
+		}
+		xs = append(xs, n)
+	}
+	return runs(xs)
 }
