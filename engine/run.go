@@ -62,6 +62,13 @@ func (d deadlines) release() {
 	}
 }
 
+// releaseAttempt ends the attempt's own deadline, not the operation's.
+func (d deadlines) releaseAttempt() {
+	if d.cancelAt != nil {
+		d.cancelAt()
+	}
+}
+
 // none reports whether the result needs no deadline after the operation.
 func (d deadlines) none() bool { return d.cancelAt == nil && d.cancelOp == nil }
 
@@ -76,6 +83,14 @@ func (d deadlines) stopFor() (policy.StopReason, bool) {
 		return policy.StopAttemptTimeout, true
 	}
 	return "", false
+}
+
+// mustStop is stopFor for a context known to have ended.
+func (d deadlines) mustStop() policy.StopReason {
+	if stop, ok := d.stopFor(); ok {
+		return stop
+	}
+	return policy.StopCancelled
 }
 
 func callerStop(ctx context.Context) policy.StopReason {
@@ -173,7 +188,7 @@ func run[T any, O operation[T]](ctx context.Context, e *Engine, o O, rep *Report
 				e.pitfall(ctx, rep, PitfallCookieLost, lost...)
 			}
 		}
-		d.release0()
+		d.releaseAttempt()
 		rep.PlannedWaits = append(rep.PlannedWaits, wait)
 		if e.hooks.OnRetry != nil {
 			e.hooks.OnRetry(RetryEvent{Context: ctx, Report: rep, Number: n, Wait: wait, FromHint: fromHint, Cause: dec.Cause})
@@ -182,21 +197,6 @@ func run[T any, O operation[T]](ctx context.Context, e *Engine, o O, rep *Report
 			return fail(deadlines{caller: ctx, op: opCtx, attempt: opCtx}.mustStop(), err)
 		}
 	}
-}
-
-// release0 ends the attempt's own deadline, not the operation's.
-func (d deadlines) release0() {
-	if d.cancelAt != nil {
-		d.cancelAt()
-	}
-}
-
-// mustStop is stopFor for a context known to have ended.
-func (d deadlines) mustStop() policy.StopReason {
-	if stop, ok := d.stopFor(); ok {
-		return stop
-	}
-	return policy.StopCancelled
 }
 
 // plan decides whether a wanted retry happens and how long to wait first.
