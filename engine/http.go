@@ -45,11 +45,25 @@ var _ http.RoundTripper = (*Transport)(nil)
 // *Error or, with FailOnExhausted, an *ExhaustedError; both carry the
 // Report, as does the response (see ReportOf).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	rep := &Report{Policy: t.e.p.Name, Layer: t.e.layer}
 	ctx, sends := middleware.WithSends(req.Context())
-	ctx = context.WithValue(ctx, reportKey{}, rep)
-	return run(ctx, t.e, &httpOp{e: t.e, next: t.next, req: req, sends: sends}, rep)
+	st := &httpState{rep: Report{Policy: t.e.p.Name, Layer: t.e.layer}}
+	st.rep.Attempts = st.rep.attempt[:0]
+	st.op = httpOp{e: t.e, next: t.next, req: req, sends: sends, trace: &st.trace}
+	st.trace.bind()
+	return run(middleware.WithSender(ctx, st), t.e, &st.op, &st.rep)
 }
+
+// httpState is what one operation needs, in one allocation. Through the
+// context it tells layers below the number of the send in flight, and
+// ReportOf the report.
+type httpState struct {
+	rep   Report
+	op    httpOp
+	trace wireTrace
+}
+
+// Resend implements middleware.Sender.
+func (st *httpState) Resend() int { return st.op.resend }
 
 // CloseIdleConnections forwards to the next RoundTripper.
 func (t *Transport) CloseIdleConnections() {
@@ -62,6 +76,8 @@ type httpOp struct {
 	next      http.RoundTripper
 	req       *http.Request
 	sends     *middleware.Sends
+	trace     *wireTrace
+	resend    int  // the number of the send in flight
 	refreshed bool // RefreshAuth ran for this operation
 }
 
@@ -73,10 +89,12 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 			return nil, attemptInfo{processed: policy.NotSent}, err
 		}
 	}
-	tr := new(wireTrace)
-	resend := o.sends.Next()
-	ctx = middleware.WithResend(httptrace.WithClientTrace(ctx, tr.clientTrace()), resend)
-	r := o.req.WithContext(ctx)
+	tr := o.trace
+	tr.reset()
+	o.resend = o.sends.Next()
+	resend := o.resend
+	ct := tr.client // WithClientTrace composes into the trace it is given: a copy per attempt
+	r := o.req.WithContext(httptrace.WithClientTrace(ctx, &ct))
 	if body != nil {
 		r.Body = body
 	}
@@ -105,18 +123,25 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	return resp, info, err
 }
 
-// wireTrace watches one attempt on the wire. The transport calls it from
-// its own goroutines, hence the atomics.
+// wireTrace watches the attempts of one operation on the wire, one at a
+// time: reset before each. The transport calls it from its own goroutines,
+// hence the atomics; its callbacks are bound once per operation.
 type wireTrace struct {
-	conns atomic.Int32 // connections obtained: one per physical send
-	wrote atomic.Bool  // request headers written
+	conns  atomic.Int32 // connections obtained: one per physical send
+	wrote  atomic.Bool  // request headers written
+	client httptrace.ClientTrace
 }
 
-func (t *wireTrace) clientTrace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{
+func (t *wireTrace) bind() {
+	t.client = httptrace.ClientTrace{
 		GotConn:      func(httptrace.GotConnInfo) { t.conns.Add(1) },
 		WroteHeaders: func() { t.wrote.Store(true) },
 	}
+}
+
+func (t *wireTrace) reset() {
+	t.conns.Store(0)
+	t.wrote.Store(false)
 }
 
 func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error) policy.Decision {

@@ -15,6 +15,8 @@ import (
 // operation runs; once the operation has returned (and the caller has read
 // the final body, whose errors may still set Stop) it is no longer written.
 type Report struct {
+	attempt [1]AttemptRecord // room for the first attempt: no allocation when there is no retry
+
 	Policy       string            // the policy's name
 	Layer        string            // Config.Layer: "http" or "stream"
 	Fallbacks    int               // fallback transports used (DoWithFallback)
@@ -49,16 +51,16 @@ func (r *Report) TransparentAttempts() int {
 	return n
 }
 
-type reportKey struct{}
-
 // ReportOf returns the report of the operation that produced resp, or nil
 // if no retry layer handled it.
 func ReportOf(resp *http.Response) *Report {
 	if resp == nil || resp.Request == nil {
 		return nil
 	}
-	rep, _ := resp.Request.Context().Value(reportKey{}).(*Report)
-	return rep
+	if st, ok := middleware.SenderFrom(resp.Request.Context()).(*httpState); ok {
+		return &st.rep
+	}
+	return nil
 }
 
 // ReportFrom returns the report an error from a stack carries: an *Error,

@@ -37,20 +37,30 @@ func (s *Sends) Next() int { return int(s.n.Add(1)) - 1 }
 // Count is how many sends the operation has made so far.
 func (s *Sends) Count() int { return int(s.n.Load()) }
 
-type resendKey struct{}
+// A Sender knows the number of the send in flight of its operation: the
+// retry layer is one, for the attempts it makes.
+type Sender interface{ Resend() int }
 
-// WithResend returns ctx marked as the context of send number n of its
-// operation, so a layer below (the attempt telemetry) can name the send
-// without numbering it again.
-func WithResend(ctx context.Context, n int) context.Context {
-	return context.WithValue(ctx, resendKey{}, n)
+type senderKey struct{}
+
+// WithSender returns ctx carrying s, so a layer below (the attempt
+// telemetry) can name the send in flight without numbering it again.
+func WithSender(ctx context.Context, s Sender) context.Context {
+	return context.WithValue(ctx, senderKey{}, s)
 }
 
-// Resend returns the number of the send ctx is for: the one WithResend set,
-// or else the next number of the operation's Sends (0 without one).
+// SenderFrom returns the Sender ctx carries, or nil. Layers that put one
+// in the context may keep more in it (the retry layer keeps its report).
+func SenderFrom(ctx context.Context) Sender {
+	s, _ := ctx.Value(senderKey{}).(Sender)
+	return s
+}
+
+// Resend returns the number of the send ctx is for: the Sender's, or else
+// the next number of the operation's Sends (0 without one).
 func Resend(ctx context.Context) int {
-	if n, ok := ctx.Value(resendKey{}).(int); ok {
-		return n
+	if s := SenderFrom(ctx); s != nil {
+		return s.Resend()
 	}
 	if s := SendsFrom(ctx); s != nil {
 		return s.Next()
