@@ -5,8 +5,8 @@
 // Where it sits decides what it sees. In reqwest's order, redirect →
 // cookies → retry → transport, it sees only the response the retry layer
 // finally hands back: a Set-Cookie on an attempt the retry layer threw away
-// never reaches the jar (seed 003's "cookie loss"). The layer tells the
-// retry layers below it about this through engine.WithDiscardObserver: the
+// never reaches the jar (seed 003's "cookie loss"). The layer installs a
+// middleware.DiscardObserver that the retry layers below it call: the
 // engine then reports the pitfall cookie-lost with the cookie names (never
 // their values), or, with Config.CaptureDiscarded, the layer stores those
 // cookies too, so nothing is lost. Swapping the two layers

@@ -1,10 +1,10 @@
 package cookiejar
 
 import (
+	"context"
 	"net/http"
 	stdjar "net/http/cookiejar"
 
-	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/middleware"
 	"golang.org/x/net/publicsuffix"
 )
@@ -49,12 +49,25 @@ type transport struct {
 	next    http.RoundTripper
 	jar     http.CookieJar
 	capture bool
-	observe engine.DiscardObserver // t.discarded, bound once
+	observe middleware.DiscardObserver // t.discarded, bound once
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	r := req.WithContext(engine.WithDiscardObserver(req.Context(), t.observe))
+	r := req
+	op := middleware.OperationFrom(req.Context())
+	if op == nil {
+		var ctx context.Context
+		ctx, op = middleware.WithOperation(req.Context())
+		r = req.WithContext(ctx)
+	}
+	// Retry layers below see the responses they discard; when this
+	// RoundTrip returns, the layers above see what they saw before.
+	defer op.SwapDiscard(op.SwapDiscard(t.observe))
 	if cookies := t.jar.Cookies(req.URL); len(cookies) > 0 {
+		if r == req {
+			r = new(http.Request)
+			*r = *req
+		}
 		r.Header = req.Header.Clone()
 		if r.Header == nil {
 			r.Header = make(http.Header)

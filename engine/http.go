@@ -45,7 +45,7 @@ var _ http.RoundTripper = (*Transport)(nil)
 // *Error or, with FailOnExhausted, an *ExhaustedError; both carry the
 // Report, as does the response (see ReportOf).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx, sends := middleware.WithSends(req.Context())
+	ctx, sends := middleware.WithOperation(req.Context())
 	st := &httpState{rep: Report{Policy: t.e.p.Name, Layer: t.e.layer}}
 	st.rep.Attempts = st.rep.attempt[:0]
 	st.op = httpOp{e: t.e, next: t.next, req: req, sends: sends, trace: &st.trace}
@@ -75,7 +75,7 @@ type httpOp struct {
 	e         *Engine
 	next      http.RoundTripper
 	req       *http.Request
-	sends     *middleware.Sends
+	sends     *middleware.Operation
 	trace     *wireTrace
 	resend    int  // the number of the send in flight
 	refreshed bool // RefreshAuth ran for this operation
@@ -180,30 +180,16 @@ func (o *httpOp) unsafe(info attemptInfo) bool {
 	return info.processed != policy.NotSent && !policy.Idempotent(o.req)
 }
 
-// discard shows the response to the observer a layer above registered,
+// discard shows the response to the observer a layer above installed,
 // then drains a bounded amount so the connection can be reused, and closes
 // the body.
 func (o *httpOp) discard(resp *http.Response) (lost []string) {
-	if obs, ok := o.req.Context().Value(discardKey{}).(DiscardObserver); ok {
+	if obs := o.sends.Discard(); obs != nil {
 		lost = obs(resp)
 	}
 	io.CopyN(io.Discard, resp.Body, DrainLimit)
 	resp.Body.Close()
 	return lost
-}
-
-// A DiscardObserver sees each response a retry layer below it throws away,
-// before the body is drained; it must not read the body. It returns the
-// names of the cookies the response set that are now lost, if any: the
-// engine reports them as the cookie-lost pitfall.
-type DiscardObserver func(resp *http.Response) (lostCookies []string)
-
-type discardKey struct{}
-
-// WithDiscardObserver returns a context that carries obs to the retry
-// layers below the caller, e.g. from a cookie layer that sits outside retry.
-func WithDiscardObserver(ctx context.Context, obs DiscardObserver) context.Context {
-	return context.WithValue(ctx, discardKey{}, obs)
 }
 
 func (o *httpOp) statusError(resp *http.Response) *middleware.StatusError {

@@ -78,7 +78,7 @@ var sensitive = []string{"Authorization", "Cookie", "Proxy-Authorization", "Www-
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// One operation, one send count, whatever the number of hops.
-	ctx, _ := middleware.WithSends(req.Context())
+	ctx, _ := middleware.WithOperation(req.Context())
 	cur := req.WithContext(ctx)
 	var via []*http.Request
 	for hops := 0; ; hops++ {

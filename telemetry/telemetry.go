@@ -169,7 +169,7 @@ type operation struct {
 
 func (o *operation) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
-	ctx, sends := middleware.WithSends(req.Context())
+	ctx, sends := middleware.WithOperation(req.Context())
 	ctx, span := o.t.tracer.Start(ctx, operationName(method(req)), trace.WithSpanKind(trace.SpanKindInternal))
 	recording := span.IsRecording()
 	if recording {
