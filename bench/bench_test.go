@@ -1,0 +1,47 @@
+package bench
+
+import (
+	"testing"
+
+	"github.com/retrystack/retrystack/faultserver"
+)
+
+func server(b *testing.B) *faultserver.Server {
+	srv, err := faultserver.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+func BenchmarkGET(b *testing.B) {
+	srv := server(b)
+	for _, lib := range Libs {
+		b.Run(lib.Name, func(b *testing.B) { GET(b, srv, lib, false) })
+	}
+}
+
+func BenchmarkGETParallel(b *testing.B) {
+	srv := server(b)
+	for _, lib := range Libs {
+		b.Run(lib.Name, func(b *testing.B) { GET(b, srv, lib, true) })
+	}
+}
+
+func BenchmarkPOST(b *testing.B) {
+	srv := server(b)
+	for _, lib := range Libs {
+		b.Run(lib.Name, func(b *testing.B) { POST(b, srv, lib, false) })
+	}
+}
+
+func BenchmarkRetry(b *testing.B) {
+	srv := server(b)
+	for _, lib := range Libs {
+		b.Run(lib.Name, func(b *testing.B) { Retry(b, srv, lib) })
+	}
+}
+
+func BenchmarkDecision(b *testing.B)       { Decision(b) }
+func BenchmarkBudgetParallel(b *testing.B) { Budget(b) }

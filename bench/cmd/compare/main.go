@@ -1,0 +1,126 @@
+// Command compare prints every measurement of package bench side by side:
+// the success path, the retry path, the storms, the POST on 503, and the
+// budget and decision micro-benchmarks.
+//
+//	cd bench && go run ./cmd/compare [-json] [-benchtime 2s]
+//
+// Wall times drift 10-25 % between runs on 2 cores: for ns/op comparisons
+// run `go test -bench . -count 10` and benchstat; allocation counts are
+// exact.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/retrystack/retrystack/bench"
+	"github.com/retrystack/retrystack/faultserver"
+)
+
+// row is one measurement; fields that do not apply are left out.
+type row struct {
+	Name            string   `json:"name"`
+	Lib             string   `json:"lib"`
+	NsOp            *float64 `json:"ns_op,omitempty"`
+	AllocsOp        *int64   `json:"allocs_op,omitempty"`
+	BytesOp         *int64   `json:"bytes_op,omitempty"`
+	Amplification   *float64 `json:"amplification,omitempty"`
+	OpenConnsAfter  *int     `json:"open_conns_after,omitempty"`
+	GoroutinesAfter *int     `json:"goroutines_after,omitempty"`
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func main() {
+	asJSON := flag.Bool("json", false, "print one JSON object per measurement")
+	benchtime := flag.Duration("benchtime", time.Second, "time per benchmark")
+	flag.Parse()
+	testing.Init()
+	flag.Set("test.benchtime", benchtime.String())
+
+	rows, err := measure()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(1)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		for _, r := range rows {
+			enc.Encode(r)
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "measurement\tlib\tns/op\tB/op\tallocs/op\tamplification\topen conns after\tgoroutines after\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Name, r.Lib,
+			show(r.NsOp, "%.0f"), show(r.BytesOp, "%d"), show(r.AllocsOp, "%d"),
+			show(r.Amplification, "%.2f×"), show(r.OpenConnsAfter, "%d"), show(r.GoroutinesAfter, "%d"))
+	}
+	tw.Flush()
+}
+
+func show[T any](v *T, format string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *v)
+}
+
+func benchmark(name, lib string, fn func(*testing.B)) row {
+	r := testing.Benchmark(fn)
+	return row{Name: name, Lib: lib, NsOp: ptr(float64(r.NsPerOp())), AllocsOp: ptr(r.AllocsPerOp()), BytesOp: ptr(r.AllocedBytesPerOp())}
+}
+
+func measure() ([]row, error) {
+	srv, err := faultserver.New()
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	var rows []row
+	for _, c := range []struct {
+		name string
+		fn   func(*testing.B, bench.Lib)
+	}{
+		{"get-64B", func(b *testing.B, l bench.Lib) { bench.GET(b, srv, l, false) }},
+		{"get-64B-parallel", func(b *testing.B, l bench.Lib) { bench.GET(b, srv, l, true) }},
+		{"post-64KiB", func(b *testing.B, l bench.Lib) { bench.POST(b, srv, l, false) }},
+		{"post-64KiB-parallel", func(b *testing.B, l bench.Lib) { bench.POST(b, srv, l, true) }},
+		{"retry-503-503-200", func(b *testing.B, l bench.Lib) { bench.Retry(b, srv, l) }},
+	} {
+		for _, lib := range bench.Libs {
+			rows = append(rows, benchmark(c.name, lib.Name, func(b *testing.B) { c.fn(b, lib) }))
+		}
+	}
+	for _, fault := range []string{"503", "500", "reset"} {
+		for _, lib := range bench.Libs {
+			if lib.Name == "net/http" || lib.Name == "otelhttp" || lib.Name == "retrystack+otel" {
+				continue // no retries: nothing to amplify
+			}
+			res, err := bench.Storm(lib, fault)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, row{Name: "storm-" + fault, Lib: lib.Name, Amplification: ptr(res.Amplification),
+				OpenConnsAfter: ptr(res.OpenConnsAfter), GoroutinesAfter: ptr(res.GoroutinesAfter)})
+		}
+	}
+	for _, lib := range bench.Libs {
+		if lib.Name == "otelhttp" || lib.Name == "retrystack+otel" {
+			continue
+		}
+		n, err := bench.PostSends(lib)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row{Name: "post-on-503-sends", Lib: lib.Name, Amplification: ptr(float64(n))})
+	}
+	rows = append(rows, benchmark("decision", "retrystack", bench.Decision), benchmark("budget-parallel", "retrystack", bench.Budget))
+	return rows, nil
+}

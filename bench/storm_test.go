@@ -1,0 +1,25 @@
+package bench
+
+import "testing"
+
+// The storm targets, as a test: retrystack's default policy amplifies a
+// failing server at most 1.25×, leaves nothing open, and sends a POST on
+// 503 once. (Amplification and counts are exact; no timing is asserted.)
+func TestStormTargets(t *testing.T) {
+	lib := Libs[1]
+	if lib.Name != "retrystack" {
+		t.Fatalf("Libs[1] is %s", lib.Name)
+	}
+	for _, fault := range []string{"503", "500", "reset"} {
+		res, err := Storm(lib, fault)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Amplification > 1.25 || res.OpenConnsAfter != 0 || res.GoroutinesAfter != 0 {
+			t.Errorf("storm %s: %+v", fault, res)
+		}
+	}
+	if n, err := PostSends(lib); err != nil || n != 1 {
+		t.Errorf("POST on 503 sent %d times (%v), want 1", n, err)
+	}
+}
