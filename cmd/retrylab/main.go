@@ -76,12 +76,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "retrylab: %v\n", err)
 		return 1
 	}
+	code := 0
 	for _, r := range rows {
 		if len(r.deviations) > 0 && !opts.experimentMode {
-			return 1
+			code = 1
+			if opts.json { // the table shows them; JSON lines stay clean
+				fmt.Fprintf(stderr, "retrylab: %s deviates: %s\n", r.sc.id, strings.Join(r.deviations, "; "))
+			}
 		}
 	}
-	return 0
+	return code
 }
 
 // defaultRun selects the acceptance table's rows; the lab's own rows (base/,
