@@ -26,7 +26,8 @@ type Config struct {
 	Cookies cookiejar.Config
 	// Redirect configures the redirect layer.
 	Redirect redirect.Config
-	// Transport is the base RoundTripper; nil: http.DefaultTransport.
+	// Transport is NewClient's base RoundTripper; nil: http.DefaultTransport.
+	// NewStack builds only the layers: pass the base to Client yourself.
 	Transport http.RoundTripper
 	// Telemetry, when set, adds the operation span outermost and an attempt
 	// span per physical send innermost, and records retries and pitfalls.

@@ -85,3 +85,12 @@ func TestDoEndsAttemptContext(t *testing.T) {
 		t.Error("attempt context still live after Do returned")
 	}
 }
+
+func TestReportString(t *testing.T) {
+	r := &Report{Policy: "default", Attempts: []AttemptRecord{{Status: 503}, {Err: errors.New("x")}, {Status: 200}},
+		PlannedWaits: []time.Duration{50 * ms, 100 * ms}, Stop: policy.StopSuccess, Pitfalls: []Pitfall{PitfallRetryAfterIgnored}}
+	want := "default: 3 attempts [503 error 200], waits [50ms 100ms], success, pitfalls [retry-after-ignored]"
+	if got := r.String(); got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}

@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 )
 
-// Report describes one logical operation. The engine fills it in as the
+// Report describes one operation of a retry layer (behind a redirect
+// layer, one hop). The engine fills it in as the
 // operation runs; once the operation has returned (and the caller has read
 // the final body, whose errors may still set Stop) it is no longer written.
 type Report struct {
@@ -33,12 +35,34 @@ type AttemptRecord struct {
 	Err       error // the attempt's error
 	Processed policy.Processed
 	// Transparent counts the extra physical sends the transport made on
-	// its own within this attempt (see DESIGN.md, hidden retries).
+	// its own within this attempt (docs/hidden-retries.md).
 	Transparent int
 	// Resend numbers the attempt within its logical operation, retries and
 	// redirect hops alike: 0 for the operation's first send.
 	Resend   int
 	Decision policy.Decision
+}
+
+// String summarises the report on one line, e.g.
+// "default: 3 attempts [503 503 200], waits [50ms 100ms], success".
+func (r *Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d attempts [", r.Policy, len(r.Attempts))
+	for i, a := range r.Attempts {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if a.Err != nil {
+			b.WriteString("error")
+		} else {
+			fmt.Fprint(&b, a.Status)
+		}
+	}
+	fmt.Fprintf(&b, "], waits %v, %s", r.PlannedWaits, r.Stop)
+	if len(r.Pitfalls) > 0 {
+		fmt.Fprintf(&b, ", pitfalls %v", r.Pitfalls)
+	}
+	return b.String()
 }
 
 // TransparentAttempts is the total of physical sends the transport made on
@@ -51,8 +75,10 @@ func (r *Report) TransparentAttempts() int {
 	return n
 }
 
-// ReportOf returns the report of the operation that produced resp, or nil
-// if no retry layer handled it.
+// ReportOf returns the report of the retry layer that produced resp, or nil
+// if no retry layer handled it. Behind a redirect layer each hop is an
+// operation of its own for the retry layer, so this is the last hop's
+// report; hooks and telemetry see every hop.
 func ReportOf(resp *http.Response) *Report {
 	if resp == nil || resp.Request == nil {
 		return nil

@@ -21,6 +21,8 @@ const DefaultStatusBodyLimit = 4 << 10
 // Placed outermost it sees only the final response, which is the fix for the
 // "Ok(503)" trap: a retry layer that gives up hands back its last response,
 // and without this layer a caller that checks only err takes it for success.
+// Placed inside a retry layer it hides every status from it: nothing is
+// retried on status any more.
 func ErrorForStatus(limit int64) Layer {
 	if limit <= 0 {
 		limit = DefaultStatusBodyLimit

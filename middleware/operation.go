@@ -16,7 +16,8 @@ import (
 //     away.
 //
 // The outermost layer that cares (redirect, telemetry, or else retry) puts
-// one in the context; the layers below share it.
+// one in the context; the layers below share it. It is for authors of
+// layers; an application has no reason to touch it.
 type Operation struct {
 	n       atomic.Int32
 	discard DiscardObserver // set and read on the request's goroutine

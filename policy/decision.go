@@ -13,7 +13,7 @@ const (
 	StopBudgetExhausted       StopReason = "budget-exhausted"        // retryable, but the retry budget is empty
 	StopDeadline              StopReason = "deadline"                // the total deadline passed
 	StopAttemptTimeout        StopReason = "attempt-timeout"         // the last attempt ran out of time and is not retried
-	StopWaitExceedsBudget     StopReason = "wait-exceeds-budget"     // the next wait would end after the deadline
+	StopWaitExceedsBudget     StopReason = "wait-exceeds-budget"     // the next wait would end after the deadline, or a hint exceeds RetryAfter.Max
 	StopUnsupportedRetryAfter StopReason = "unsupported-retry-after" // a Retry-After hint the policy cannot honour
 	StopCancelled             StopReason = "cancelled"               // the caller cancelled
 	StopBodyNotReplayable     StopReason = "body-not-replayable"     // retryable, but the body cannot be sent again
@@ -64,8 +64,9 @@ type Decision struct {
 	// Stop is why the operation ends when Retry is false.
 	Stop StopReason
 	// Cause names what made the attempt retryable, when Retry is true:
-	// "status", "timeout", "connection", "protocol" or "error". It is a
-	// low-cardinality label for metrics.
+	// "status", "timeout", "connection", "protocol", "error", "stream"
+	// (CodexStream) or "auth" (engine's RefreshAuth). It labels metrics:
+	// a custom classifier should keep to a few fixed values.
 	Cause string
 }
 

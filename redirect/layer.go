@@ -11,7 +11,8 @@ import (
 	"github.com/retrystack/retrystack/middleware"
 )
 
-// DefaultMaxHops is the hop limit when Config.MaxHops is 0, as in net/http.
+// DefaultMaxHops is the hop limit when Config.MaxHops is 0: ten hops are
+// followed, an eleventh fails (net/http's client fails on its tenth).
 const DefaultMaxHops = 10
 
 // drainLimit bounds how much of a 3xx body is read so its connection can be
@@ -126,12 +127,10 @@ func (t *transport) follow(orig, cur *http.Request, resp *http.Response, hops in
 
 	method, replay := cur.Method, false
 	switch code {
-	case http.StatusMovedPermanently, http.StatusFound:
-		if method == http.MethodPost {
-			method = http.MethodGet
-		}
-	case http.StatusSeeOther:
-		if method != http.MethodHead {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther:
+		// As net/http: anything but GET and HEAD becomes a GET without a
+		// body, never the same verb with its body gone.
+		if method != http.MethodGet && method != http.MethodHead && method != "" {
 			method = http.MethodGet
 		}
 	default: // 307, 308

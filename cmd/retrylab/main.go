@@ -3,10 +3,11 @@
 //
 // Usage:
 //
-//	retrylab [-list] [-run REGEX] [-json] [-stack a,b,c] [-preset NAME]
+//	retrylab [-list] [-run REGEX] [-json] [-stack a,b,c] [-preset NAME] [-otlp URL]
 //
-// With no flags it runs every scenario, each on a fresh client, and prints a
-// table with the figure each row expects beside the one it measured. -json
+// With no flags it runs every row of the acceptance table (the seed rows),
+// each on a fresh client, and prints a table with the figure each row
+// expects beside the one it measured. -json
 // prints one JSON object per scenario and line instead. -stack and -preset
 // rerun the selected scenarios under another layer order or retry preset:
 // such runs are experiments, so rows that differ from the expected figures
@@ -22,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -92,7 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // fix/) run when -run names them.
 const defaultRun = "^seed"
 
-const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-stack a,b,c] [-preset NAME]
+const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-stack a,b,c] [-preset NAME] [-otlp URL]
 
   -list          list the scenarios and exit
   -run REGEX     run the scenarios whose id matches REGEX (default ^seed: the
@@ -102,8 +104,8 @@ const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-stack a,b,c] [-pre
                  error-for-status, redirect, cookies, retry, timeout; the list
                  replaces each row's own, and may end with "transport"
   -preset NAME   the retry preset of every selected scenario: default, python,
-                 node, reqwest-default, reqwest-for-host, reqwest-never, or none
-                 (no retry layer)
+                 node, codex, reqwest-default, reqwest-for-host, reqwest-never,
+                 or none (no retry layer)
   -otlp URL      export each scenario as a trace of its own, service
                  "retrylab", to an OTLP/HTTP endpoint (e.g. http://127.0.0.1:4318);
                  adds the telemetry and attempt-telemetry layers
@@ -131,6 +133,11 @@ func parseFlags(args []string) (options, error) {
 		return options{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	opts := options{list: *list, json: *asJSON, preset: *preset, otlp: *otlpEndpoint}
+	if opts.otlp != "" {
+		if u, err := url.Parse(opts.otlp); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return options{}, fmt.Errorf("bad -otlp %q: want an http or https URL such as http://127.0.0.1:4318", opts.otlp)
+		}
+	}
 	re, err := regexp.Compile(*runRE)
 	if err != nil {
 		return options{}, fmt.Errorf("bad -run: %v", err)

@@ -110,6 +110,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-run", "("}, "retrylab: bad -run: error parsing regexp: missing closing ): `(`\n"},
 		{[]string{"-run", "no-such-row"}, "retrylab: no scenario matches -run \"no-such-row\"\n"},
 		{[]string{"extra"}, "retrylab: unexpected argument \"extra\"\n"},
+		{[]string{"-otlp", "notaurl"}, "retrylab: bad -otlp \"notaurl\": want an http or https URL such as http://127.0.0.1:4318\n"},
 		{[]string{"-preset", "none", "-stack", "retry"}, "retrylab: bad -stack: middleware: no layer named \"retry\" (have error-for-status, redirect, cookies, timeout)\n"},
 	}
 	for _, tt := range tests {

@@ -17,7 +17,7 @@ func printList(w io.Writer, scs []scenario) {
 	tw.Flush()
 }
 
-// printJSON prints one object per row and line, in the shape DESIGN.md
+// printJSON prints one object per row and line, in the shape the project's design
 // gives: id, server_requests, result, stop, planned_waits_ms, extra.
 func printJSON(w io.Writer, rows []row) error {
 	enc := json.NewEncoder(w)

@@ -1,5 +1,5 @@
 // Package rttest checks that a RoundTripper layer obeys the contract every
-// retrystack layer promises (DESIGN.md, contract 1). Tests of each layer
+// retrystack layer promises (docs/architecture.md, contract 1). Tests of each layer
 // package call [Contract].
 package rttest
 
