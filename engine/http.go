@@ -116,8 +116,8 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		resp = nil
 	}
 	info := attemptInfo{
-		processed:   policy.ProcessedBy(err, tr.wrote.Load()),
-		transparent: max(int(tr.conns.Load())-1, 0),
+		processed:   policy.ProcessedBy(err, tr.writes.Load() > 0),
+		transparent: max(int(tr.writes.Load())-1, 0),
 		resend:      resend,
 	}
 	return resp, info, err
@@ -127,21 +127,19 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 // time: reset before each. The transport calls it from its own goroutines,
 // hence the atomics; its callbacks are bound once per operation.
 type wireTrace struct {
-	conns  atomic.Int32 // connections obtained: one per physical send
-	wrote  atomic.Bool  // request headers written
+	writes atomic.Int32 // request headers written: one per physical send
+
 	client httptrace.ClientTrace
 }
 
 func (t *wireTrace) bind() {
 	t.client = httptrace.ClientTrace{
-		GotConn:      func(httptrace.GotConnInfo) { t.conns.Add(1) },
-		WroteHeaders: func() { t.wrote.Store(true) },
+		WroteHeaders: func() { t.writes.Add(1) },
 	}
 }
 
 func (t *wireTrace) reset() {
-	t.conns.Store(0)
-	t.wrote.Store(false)
+	t.writes.Store(0)
 }
 
 func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error) policy.Decision {
