@@ -79,7 +79,9 @@ func TestSoak(t *testing.T) {
 
 	kinds := []func(i int) (*http.Client, string, string){
 		func(i int) (*http.Client, string, string) { return h1, "GET", fmt.Sprintf("/fail/1/503?key=f%d", i) },
-		func(i int) (*http.Client, string, string) { return h1, "GET", fmt.Sprintf("/fail/1/429?retry-after=0&key=r%d", i) },
+		func(i int) (*http.Client, string, string) {
+			return h1, "GET", fmt.Sprintf("/fail/1/429?retry-after=0&key=r%d", i)
+		},
 		func(i int) (*http.Client, string, string) { return h1, "GET", "/abort?reset=1" },
 		func(i int) (*http.Client, string, string) { return h1, "POST", fmt.Sprintf("/abort?key=p%d", i) },
 		func(i int) (*http.Client, string, string) { return h1, "GET", "/slow/headers?delay=1h" },
