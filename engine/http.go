@@ -116,8 +116,8 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		resp = nil
 	}
 	info := attemptInfo{
-		processed:   policy.ProcessedBy(err, tr.writes.Load() > 0),
-		transparent: max(int(tr.writes.Load())-1, 0),
+		processed:   policy.ProcessedBy(err, tr.wrote.Load()),
+		transparent: max(int(tr.conns.Load())-1, 0),
 		resend:      resend,
 	}
 	return resp, info, err
@@ -127,19 +127,26 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 // time: reset before each. The transport calls it from its own goroutines,
 // hence the atomics; its callbacks are bound once per operation.
 type wireTrace struct {
-	writes atomic.Int32 // request headers written: one per physical send
+	// conns counts connections obtained: one per physical send. (HTTP/2
+	// does not always report WroteHeaders for a stream refused at once, so
+	// that cannot count sends; a connection found dead before anything was
+	// written counts too, so a report may count a send no server saw.)
+	conns atomic.Int32
+	wrote atomic.Bool // request headers written
 
 	client httptrace.ClientTrace
 }
 
 func (t *wireTrace) bind() {
 	t.client = httptrace.ClientTrace{
-		WroteHeaders: func() { t.writes.Add(1) },
+		GotConn:      func(httptrace.GotConnInfo) { t.conns.Add(1) },
+		WroteHeaders: func() { t.wrote.Store(true) },
 	}
 }
 
 func (t *wireTrace) reset() {
-	t.writes.Store(0)
+	t.conns.Store(0)
+	t.wrote.Store(false)
 }
 
 func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error) policy.Decision {

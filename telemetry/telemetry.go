@@ -249,8 +249,8 @@ func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
 		if resend > 0 {
 			span.SetAttributes(semconv.HTTPRequestResendCount(resend))
 		}
-		conns = new(atomic.Int32) // request headers written: one per physical send
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: func() { conns.Add(1) }})
+		conns = new(atomic.Int32) // connections obtained: one per physical send
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { conns.Add(1) }})
 	}
 	if span.SpanContext().IsValid() {
 		r = req.WithContext(ctx)
