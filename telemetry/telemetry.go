@@ -80,31 +80,19 @@ func New(cfg Config) (*Telemetry, error) {
 	}
 	m := mp.Meter(ScopeName)
 	t := &Telemetry{tracer: tp.Tracer(ScopeName), prop: prop}
-	var err error
-	errs := func(e error) {
-		if err == nil {
-			err = e
-		}
-	}
-	var e error
-	t.reqDuration, e = httpconv.NewClientRequestDuration(m)
-	errs(e)
-	t.opDuration, e = m.Float64Histogram("retrystack.client.operation.duration", metric.WithUnit("s"),
+	var errs [6]error
+	t.reqDuration, errs[0] = httpconv.NewClientRequestDuration(m)
+	t.opDuration, errs[1] = m.Float64Histogram("retrystack.client.operation.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of logical operations: every attempt, wait and redirect hop."))
-	errs(e)
-	t.resends, e = m.Int64Histogram("retrystack.client.operation.resends", metric.WithUnit("{resend}"),
+	t.resends, errs[2] = m.Int64Histogram("retrystack.client.operation.resends", metric.WithUnit("{resend}"),
 		metric.WithDescription("Sends after the first, per logical operation: retries and redirect hops."))
-	errs(e)
-	t.delay, e = m.Float64Histogram("retrystack.client.retry.delay", metric.WithUnit("s"),
+	t.delay, errs[3] = m.Float64Histogram("retrystack.client.retry.delay", metric.WithUnit("s"),
 		metric.WithDescription("Planned wait before each retry."))
-	errs(e)
-	t.retries, e = m.Int64Counter("retrystack.client.retries", metric.WithUnit("{retry}"),
+	t.retries, errs[4] = m.Int64Counter("retrystack.client.retries", metric.WithUnit("{retry}"),
 		metric.WithDescription("Retries decided, by reason."))
-	errs(e)
-	t.pitfalls, e = m.Int64Counter("retrystack.client.pitfalls", metric.WithUnit("{pitfall}"),
+	t.pitfalls, errs[5] = m.Int64Counter("retrystack.client.pitfalls", metric.WithUnit("{pitfall}"),
 		metric.WithDescription("Retry pitfalls seen, by pitfall."))
-	errs(e)
-	if err != nil {
+	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
 	return t, nil
