@@ -36,9 +36,7 @@ func Layer(cfg Config) middleware.Layer {
 		jar = NewJar()
 	}
 	return middleware.Layer{Name: "cookies", Wrap: func(next http.RoundTripper) http.RoundTripper {
-		if next == nil {
-			next = http.DefaultTransport
-		}
+		next = middleware.Base(next)
 		t := &transport{next: next, jar: jar, capture: cfg.CaptureDiscarded}
 		t.observe = t.discarded
 		return t

@@ -23,9 +23,7 @@ const DrainLimit = 4 << 10
 // that passes through it under the engine's policy.
 func (e *Engine) Layer() middleware.Layer {
 	return middleware.Layer{Name: "retry", Wrap: func(next http.RoundTripper) http.RoundTripper {
-		if next == nil {
-			next = http.DefaultTransport
-		}
+		next = middleware.Base(next)
 		return &Transport{e: e, next: next}
 	}}
 }

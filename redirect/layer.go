@@ -62,9 +62,7 @@ func Layer(cfg Config) middleware.Layer {
 		cfg.MaxHops = DefaultMaxHops
 	}
 	return middleware.Layer{Name: "redirect", Wrap: func(next http.RoundTripper) http.RoundTripper {
-		if next == nil {
-			next = http.DefaultTransport
-		}
+		next = middleware.Base(next)
 		return &transport{next: next, cfg: cfg}
 	}}
 }

@@ -105,7 +105,7 @@ func (t *Telemetry) Tracer() trace.Tracer { return t.tracer }
 // and metrics. Put it outermost, so redirect hops fall inside it.
 func (t *Telemetry) Operation() middleware.Layer {
 	return middleware.Layer{Name: "telemetry", Wrap: func(next http.RoundTripper) http.RoundTripper {
-		return &operation{t: t, next: orDefault(next)}
+		return &operation{t: t, next: middleware.Base(next)}
 	}}
 }
 
@@ -115,7 +115,7 @@ func (t *Telemetry) Operation() middleware.Layer {
 // transport.
 func (t *Telemetry) Attempt() middleware.Layer {
 	return middleware.Layer{Name: "attempt-telemetry", Wrap: func(next http.RoundTripper) http.RoundTripper {
-		return &attempt{t: t, next: orDefault(next)}
+		return &attempt{t: t, next: middleware.Base(next)}
 	}}
 }
 
@@ -320,9 +320,3 @@ func protocolVersion(resp *http.Response) string {
 	return strconv.Itoa(resp.ProtoMajor) + "." + strconv.Itoa(resp.ProtoMinor)
 }
 
-func orDefault(rt http.RoundTripper) http.RoundTripper {
-	if rt == nil {
-		return http.DefaultTransport
-	}
-	return rt
-}
