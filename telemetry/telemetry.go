@@ -319,4 +319,3 @@ func protocolVersion(resp *http.Response) string {
 	}
 	return strconv.Itoa(resp.ProtoMajor) + "." + strconv.Itoa(resp.ProtoMinor)
 }
-
