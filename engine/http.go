@@ -43,10 +43,10 @@ var _ http.RoundTripper = (*Transport)(nil)
 // *Error or, with FailOnExhausted, an *ExhaustedError; both carry the
 // Report, as does the response (see ReportOf).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx, sends := middleware.WithOperation(req.Context())
+	ctx, operation := middleware.WithOperation(req.Context())
 	st := &httpState{rep: Report{Policy: t.e.p.Name, Layer: t.e.layer}}
 	st.rep.Attempts = st.rep.attempt[:0]
-	st.op = httpOp{e: t.e, next: t.next, req: req, sends: sends, trace: &st.trace}
+	st.op = httpOp{e: t.e, next: t.next, req: req, operation: operation, trace: &st.trace}
 	st.trace.bind()
 	return run(middleware.WithSender(ctx, st), t.e, &st.op, &st.rep)
 }
@@ -73,7 +73,7 @@ type httpOp struct {
 	e         *Engine
 	next      http.RoundTripper
 	req       *http.Request
-	sends     *middleware.Operation
+	operation *middleware.Operation
 	trace     *wireTrace
 	resend    int  // the number of the send in flight
 	refreshed bool // RefreshAuth ran for this operation
@@ -89,8 +89,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	}
 	tr := o.trace
 	tr.reset()
-	o.resend = o.sends.Next()
-	resend := o.resend
+	o.resend = o.operation.Next()
 	ct := tr.client // WithClientTrace composes into the trace it is given: a copy per attempt
 	r := o.req.WithContext(httptrace.WithClientTrace(ctx, &ct))
 	if body != nil {
@@ -105,7 +104,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 			if body != nil {
 				body.Close()
 			}
-			return nil, attemptInfo{processed: policy.NotSent, resend: resend}, err
+			return nil, attemptInfo{processed: policy.NotSent, resend: o.resend}, err
 		}
 	}
 	resp, err := o.next.RoundTrip(r)
@@ -116,7 +115,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	info := attemptInfo{
 		processed:   policy.ProcessedBy(err, tr.wrote.Load()),
 		transparent: max(int(tr.conns.Load())-1, 0),
-		resend:      resend,
+		resend:      o.resend,
 	}
 	return resp, info, err
 }
@@ -187,7 +186,7 @@ func (o *httpOp) unsafe(info attemptInfo) bool {
 // then drains a bounded amount so the connection can be reused, and closes
 // the body.
 func (o *httpOp) discard(resp *http.Response) (lost []string) {
-	if obs := o.sends.Discard(); obs != nil {
+	if obs := o.operation.Discard(); obs != nil {
 		lost = obs(resp)
 	}
 	io.CopyN(io.Discard, resp.Body, DrainLimit)
