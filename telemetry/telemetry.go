@@ -157,7 +157,7 @@ type operation struct {
 
 func (o *operation) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
-	ctx, sends := middleware.WithOperation(req.Context())
+	ctx, op := middleware.WithOperation(req.Context())
 	ctx, span := o.t.tracer.Start(ctx, operationName(method(req)), trace.WithSpanKind(trace.SpanKindInternal))
 	recording := span.IsRecording()
 	if recording {
@@ -179,7 +179,7 @@ func (o *operation) RoundTrip(req *http.Request) (*http.Response, error) {
 		stop = policy.StopNonRetryable
 	}
 	if recording {
-		span.SetAttributes(AttrAttempts.Int(sends.Count()), AttrStopReason.String(string(stop)))
+		span.SetAttributes(AttrAttempts.Int(op.Count()), AttrStopReason.String(string(stop)))
 		if resp != nil {
 			span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
 		}
@@ -193,7 +193,7 @@ func (o *operation) RoundTrip(req *http.Request) (*http.Response, error) {
 	if o.t.opDuration.Enabled(ctx) || o.t.resends.Enabled(ctx) {
 		attrs := metric.WithAttributes(semconv.HTTPRequestMethodKey.String(method(req)), AttrStopReason.String(string(stop)))
 		o.t.opDuration.Record(ctx, time.Since(start).Seconds(), attrs)
-		o.t.resends.Record(ctx, int64(max(sends.Count()-1, 0)), attrs)
+		o.t.resends.Record(ctx, int64(max(op.Count()-1, 0)), attrs)
 	}
 	return resp, err
 }
