@@ -1,0 +1,181 @@
+package retrystack_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/retrystack/retrystack"
+	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
+	"github.com/retrystack/retrystack/redirect"
+)
+
+// Bad configuration is a typed error when the client is built, never a
+// panic, and no client comes back with it.
+func TestBadConfigIsATypedError(t *testing.T) {
+	withPolicy := func(change func(*policy.Policy)) func() error {
+		return func() error {
+			p := policy.Default()
+			change(&p)
+			c, err := retrystack.NewClient(retrystack.Config{Policy: &p})
+			if c != nil {
+				return fmt.Errorf("a client came back with %v", err)
+			}
+			return err
+		}
+	}
+	budget := func(ttl time.Duration, minPerSec int, ratio float64) func() error {
+		return func() error {
+			b, err := policy.NewBudget(ttl, minPerSec, ratio)
+			if b != nil {
+				return fmt.Errorf("a budget came back with %v", err)
+			}
+			return err
+		}
+	}
+	// edit changes the default stack; a client is built only from a stack
+	// that has no error.
+	edit := func(change func(middleware.Stack) (middleware.Stack, error)) func() error {
+		return func() error {
+			s, err := retrystack.NewStack(retrystack.Config{})
+			if err != nil {
+				return err
+			}
+			_, err = change(s)
+			return err
+		}
+	}
+	pass := middleware.Layer{Name: "cookies", Wrap: func(next http.RoundTripper) http.RoundTripper { return next }}
+
+	configErr := func(field string) error { return &policy.ConfigError{Field: field} }
+	tests := []struct {
+		name  string
+		build func() error
+		want  error // the type to match with errors.As; a ConfigError's Field is compared too
+	}{
+		{"negative attempts", withPolicy(func(p *policy.Policy) { p.MaxAttempts = -1 }), configErr("MaxAttempts")},
+		{"zero attempts", withPolicy(func(p *policy.Policy) { p.MaxAttempts = 0 }), configErr("MaxAttempts")},
+		{"attempts above the limit", withPolicy(func(p *policy.Policy) { p.MaxAttempts = policy.MaxAttemptsLimit + 1 }), configErr("MaxAttempts")},
+		{"negative attempt timeout", withPolicy(func(p *policy.Policy) { p.AttemptTimeout = -time.Second }), configErr("AttemptTimeout")},
+		{"negative total timeout", withPolicy(func(p *policy.Policy) { p.Timeout = -1 }), configErr("Timeout")},
+		{"no classifier", withPolicy(func(p *policy.Policy) { p.Classify = nil }), configErr("Classify")},
+		{"negative backoff base", withPolicy(func(p *policy.Policy) { p.Backoff.Base = -1 }), configErr("Backoff.Base")},
+		{"negative backoff cap", withPolicy(func(p *policy.Policy) { p.Backoff.Cap = -1 }), configErr("Backoff.Cap")},
+		{"unknown jitter", withPolicy(func(p *policy.Policy) { p.Backoff.Jitter = 9 }), configErr("Backoff.Jitter")},
+		{"unknown Retry-After use", withPolicy(func(p *policy.Policy) { p.RetryAfter.Use = 9 }), configErr("RetryAfter.Use")},
+		{"unknown Retry-After date forms", withPolicy(func(p *policy.Policy) { p.RetryAfter.Dates = 9 }), configErr("RetryAfter.Dates")},
+		{"negative Retry-After max", withPolicy(func(p *policy.Policy) { p.RetryAfter.Max = -1 }), configErr("RetryAfter.Max")},
+		{"zero policy", withPolicy(func(p *policy.Policy) { *p = policy.Policy{} }), configErr("MaxAttempts")},
+		{"budget ratio below 0", budget(10*time.Second, 10, -0.1), configErr("Budget.Ratio")},
+		{"budget ratio above 1000", budget(10*time.Second, 10, 1000.5), configErr("Budget.Ratio")},
+		{"budget ratio NaN", budget(10*time.Second, 10, math.NaN()), configErr("Budget.Ratio")},
+		{"budget ratio infinite", budget(10*time.Second, 10, math.Inf(1)), configErr("Budget.Ratio")},
+		{"budget ttl under a second", budget(time.Millisecond, 10, 0.2), configErr("Budget.TTL")},
+		{"budget ttl over a minute", budget(time.Hour, 10, 0.2), configErr("Budget.TTL")},
+		{"negative budget reserve", budget(10*time.Second, -1, 0.2), configErr("Budget.MinPerSecond")},
+		{"negative redirect hops", func() error {
+			c, err := retrystack.NewClient(retrystack.Config{Redirect: redirect.Config{MaxHops: -1}})
+			if c != nil {
+				return errors.New("a client came back")
+			}
+			return err
+		}, &middleware.InvalidLayerError{}},
+		{"duplicate layer name", edit(func(s middleware.Stack) (middleware.Stack, error) { return s.InsertAfter("retry", pass) }), &middleware.DuplicateLayerError{}},
+		{"unknown layer name", edit(func(s middleware.Stack) (middleware.Stack, error) { return s.Swap("cookies", "cache") }), &middleware.UnknownLayerError{}},
+		{"layer named transport", edit(func(s middleware.Stack) (middleware.Stack, error) {
+			return s.InsertBefore("redirect", middleware.Layer{Name: middleware.BaseName, Wrap: pass.Wrap})
+		}), &middleware.InvalidLayerError{}},
+		{"nil header function", edit(func(s middleware.Stack) (middleware.Stack, error) {
+			return s.InsertBefore("redirect", middleware.HeaderFunc(nil))
+		}), &middleware.InvalidLayerError{}},
+		{"engine with a bad policy", func() error {
+			_, err := engine.New(engine.Config{Policy: policy.Policy{MaxAttempts: 1}})
+			return err
+		}, configErr("Classify")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("panic while building: %v", r)
+					}
+				}()
+				err = tt.build()
+			}()
+			target := reflect.New(reflect.TypeOf(tt.want)) // a **T for errors.As
+			if !errors.As(err, target.Interface()) {
+				t.Fatalf("error %v (%T), want a %T", err, err, tt.want)
+			}
+			if want, ok := tt.want.(*policy.ConfigError); ok {
+				if got := target.Elem().Interface().(*policy.ConfigError); got.Field != want.Field {
+					t.Errorf("ConfigError for %s, want %s: %v", got.Field, want.Field, err)
+				}
+			}
+		})
+	}
+}
+
+// Extreme values that do build run without a panic at request time and
+// end the way the policy says.
+func TestExtremeConfigRuns(t *testing.T) {
+	srv := newServer(t)
+	tests := []struct {
+		name   string
+		path   string
+		change func(*policy.Policy)
+		stop   policy.StopReason
+	}{
+		{"most attempts", "/fail/1/503", func(p *policy.Policy) { p.MaxAttempts = policy.MaxAttemptsLimit }, policy.StopSuccess},
+		{"1 ns timeout", "/s/200", func(p *policy.Policy) { p.Timeout = 1 }, policy.StopDeadline},
+		{"1 ns attempt timeout", "/s/200", func(p *policy.Policy) { p.AttemptTimeout = 1 }, policy.StopAttemptsExhausted},
+		{"longest backoff", "/s/503", func(p *policy.Policy) {
+			p.Backoff = policy.Backoff{Base: math.MaxInt64, Jitter: policy.JitterNone}
+			p.Timeout = time.Minute
+		}, policy.StopWaitExceedsBudget},
+		{"longest Retry-After max", "/s/503?retry-after=1000000000000", func(p *policy.Policy) {
+			p.RetryAfter.Max = math.MaxInt64
+			p.Timeout = time.Minute
+		}, policy.StopWaitExceedsBudget},
+		{"budget without reserve or ratio", "/s/503", func(p *policy.Policy) { p.Budget = policy.MustBudget(time.Second, 0, 0) }, policy.StopBudgetExhausted},
+		{"budget ratio 1000", "/fail/1/503", func(p *policy.Policy) { p.Budget = policy.MustBudget(time.Minute, 0, 1000) }, policy.StopBudgetExhausted},
+		{"jitter at the top of its range", "/fail/1/503", func(p *policy.Policy) {
+			p.Backoff.Base = time.Millisecond
+			p.Rand = func() float64 { return math.Nextafter(1, 0) }
+		}, policy.StopSuccess},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := policy.Default()
+			p.Backoff.Base = time.Nanosecond
+			tt.change(&p)
+			tr := &http.Transport{}
+			defer tr.CloseIdleConnections()
+			c, err := retrystack.NewClient(retrystack.Config{Policy: &p, Transport: tr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("panic at request time: %v", r)
+				}
+			}()
+			resp, err := c.Get(srv.URL() + tt.path + sepKey(tt.path, t.Name()))
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			if stop := stopOf(resp, err); stop != tt.stop {
+				t.Errorf("stop %q (error %v), want %q", stop, err, tt.stop)
+			}
+		})
+	}
+}
