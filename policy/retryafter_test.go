@@ -27,7 +27,10 @@ func TestParseRetryAfter(t *testing.T) {
 		{now.Add(90 * time.Second).Format(time.ANSIC), 90 * time.Second, true},
 		{now.Add(-time.Hour).Format(http.TimeFormat), 0, true},
 		{"99999999999999999999999999", policy.MaxRetryAfter, true},
-		{"3153600000", policy.MaxRetryAfter, true}, // exactly 100 years
+		{"3153600000", policy.MaxRetryAfter, true},                    // exactly 100 years
+		{"Fri, 31 Dec 9999 23:59:59 GMT", policy.MaxRetryAfter, true}, // a far-future date is capped too
+		{"Friday, 31-Dec-99 23:59:59 GMT", 0, true},                   // RFC 850's two-digit year: 1999, in the past
+		{"Fri Dec 31 23:59:59 9999", policy.MaxRetryAfter, true},      // asctime
 		{"1.5", 0, false},
 		{"0.2", 0, false},
 		{"-1", 0, false},
