@@ -161,6 +161,7 @@ func TestSoak(t *testing.T) {
 	if m.HeapAlloc > heapBound {
 		t.Errorf("heap after the run: %d MiB, bound %d MiB", m.HeapAlloc>>20, heapBound>>20)
 	}
-	t.Logf("%d operations: %d h1 attempts (+%d transparent), %d h2 attempts (+%d transparent), heap %d MiB",
-		total, attempts.Load(), transparent.Load(), h2Attempts.Load(), h2Transparent.Load(), m.HeapAlloc>>20)
+	t.Logf("%d operations: %d h1 attempts (+%d transparent), server saw %d (%.2f %% fewer); %d h2 attempts (+%d transparent), server saw %d; heap %d MiB",
+		total, attempts.Load(), transparent.Load(), seen, 100*float64(reported-seen)/float64(reported),
+		h2Attempts.Load(), h2Transparent.Load(), h2.Streams(), m.HeapAlloc>>20)
 }
