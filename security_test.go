@@ -256,7 +256,10 @@ func TestHopLimitFullStack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.Get(srv.URL() + tt.path + sepKey(tt.path, key))
+		resp, err := c.Get(srv.URL() + tt.path + sepKey(tt.path, key))
+		if err == nil {
+			resp.Body.Close()
+		}
 		tr.CloseIdleConnections()
 		var tooMany *redirect.TooManyHopsError
 		if !errors.As(err, &tooMany) || tooMany.Max != tt.wantMax {
