@@ -43,41 +43,50 @@ var _ http.RoundTripper = (*Transport)(nil)
 // *Error or, with FailOnExhausted, an *ExhaustedError; both carry the
 // Report, as does the response (see ReportOf).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx, operation := middleware.WithOperation(req.Context())
 	st := &httpState{rep: Report{Policy: t.e.p.Name, Layer: t.e.layer}}
 	st.rep.Attempts = st.rep.attempt[:0]
-	st.op = httpOp{e: t.e, next: t.next, req: req, operation: operation, trace: &st.trace}
+	ctx := req.Context()
+	operation := middleware.OperationFrom(ctx)
+	if operation == nil { // the operation starts here
+		st.ctx.Context = ctx
+		ctx, operation = &st.ctx, &st.ctx.Operation
+	}
+	st.op = httpOp{e: t.e, next: t.next, req: req, operation: operation, trace: &st.trace, rep: &st.rep}
 	st.trace.bind()
-	return run(middleware.WithSender(ctx, st), t.e, &st.op, &st.rep)
+	return run(ctx, t.e, &st.op, &st.rep)
 }
 
-// httpState is what one operation needs, in one allocation. Through the
-// context it tells layers below the number of the send in flight, and
-// ReportOf the report.
+// httpState is what one operation needs, in one allocation.
 type httpState struct {
 	rep   Report
 	op    httpOp
 	trace wireTrace
+	ctx   middleware.OperationContext // when the operation starts here
 }
-
-// Resend implements middleware.Sender.
-func (st *httpState) Resend() int { return st.op.resend }
 
 // CloseIdleConnections forwards to the next RoundTripper.
 func (t *Transport) CloseIdleConnections() {
 	middleware.CloseIdleConnections(t.next)
 }
 
-// httpOp is one request under the retry loop.
+// httpOp is one request under the retry loop, and the Sender of its
+// attempts.
 type httpOp struct {
 	e         *Engine
 	next      http.RoundTripper
 	req       *http.Request
 	operation *middleware.Operation
 	trace     *wireTrace
+	rep       *Report
 	resend    int  // the number of the send in flight
 	refreshed bool // RefreshAuth ran for this operation
 }
+
+// Resend implements middleware.Sender.
+func (o *httpOp) Resend() int { return o.resend }
+
+// Transparent implements middleware.Sender.
+func (o *httpOp) Transparent() int { return o.trace.transparent() }
 
 func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInfo, error) {
 	var body io.ReadCloser
@@ -90,8 +99,15 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	tr := o.trace
 	tr.reset()
 	o.resend = o.operation.Next()
-	ct := tr.client // WithClientTrace composes into the trace it is given: a copy per attempt
-	r := o.req.WithContext(httptrace.WithClientTrace(ctx, &ct))
+	o.operation.SetSender(o)
+	ct := &tr.client
+	if httptrace.ContextClientTrace(ctx) != nil {
+		// WithClientTrace composes the caller's trace into the one it is
+		// given: then each attempt needs a copy of its own.
+		cp := *ct
+		ct = &cp
+	}
+	r := o.req.WithContext(httptrace.WithClientTrace(ctx, ct))
 	if body != nil {
 		r.Body = body
 	}
@@ -114,7 +130,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	}
 	info := attemptInfo{
 		processed:   policy.ProcessedBy(err, tr.wrote.Load()),
-		transparent: max(int(tr.conns.Load())-1, 0),
+		transparent: tr.transparent(),
 		resend:      o.resend,
 	}
 	return resp, info, err
@@ -140,6 +156,9 @@ func (t *wireTrace) bind() {
 		WroteHeaders: func() { t.wrote.Store(true) },
 	}
 }
+
+// transparent counts the sends beyond the first of the attempt.
+func (t *wireTrace) transparent() int { return max(int(t.conns.Load())-1, 0) }
 
 func (t *wireTrace) reset() {
 	t.conns.Store(0)

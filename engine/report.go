@@ -83,8 +83,10 @@ func ReportOf(resp *http.Response) *Report {
 	if resp == nil || resp.Request == nil {
 		return nil
 	}
-	if st, ok := middleware.SenderFrom(resp.Request.Context()).(*httpState); ok {
-		return &st.rep
+	if op := middleware.OperationFrom(resp.Request.Context()); op != nil {
+		if o, ok := op.Sender().(*httpOp); ok {
+			return o.rep
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package redirect
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -76,9 +77,7 @@ type transport struct {
 var sensitive = []string{"Authorization", "Cookie", "Proxy-Authorization", "Www-Authenticate"}
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	// One operation, one send count, whatever the number of hops.
-	ctx, _ := middleware.WithOperation(req.Context())
-	cur := req.WithContext(ctx)
+	cur := req
 	var via []*http.Request
 	for hops := 0; ; hops++ {
 		resp, err := t.next.RoundTrip(cur)
@@ -138,7 +137,11 @@ func (t *transport) follow(orig, cur *http.Request, resp *http.Response, hops in
 		}
 	}
 
-	next := cur.Clone(cur.Context())
+	ctx := cur.Context() // a hop's: it carries the operation
+	if hops == 0 {
+		ctx = hopContext(orig, resp)
+	}
+	next := cur.Clone(ctx)
 	next.Method, next.URL, next.Host = method, u, ""
 	next.Body, next.GetBody, next.ContentLength = nil, nil, 0
 	if replay {
@@ -169,6 +172,25 @@ func (t *transport) follow(orig, cur *http.Request, resp *http.Response, hops in
 		next.Body = body
 	}
 	return next, nil
+}
+
+// hopContext is the caller's context carrying the operation the layers
+// below started on the first hop, or a new one: one operation, one send
+// count, whatever the number of hops. Nothing is set up for a request that
+// is not redirected.
+func hopContext(req *http.Request, resp *http.Response) context.Context {
+	ctx := req.Context()
+	if middleware.OperationFrom(ctx) != nil {
+		return ctx
+	}
+	if resp.Request != nil {
+		if op := middleware.OperationFrom(resp.Request.Context()); op != nil {
+			return middleware.ContinueOperation(ctx, op)
+		}
+	}
+	ctx, op := middleware.WithOperation(ctx)
+	op.Next() // nobody below numbered the first hop's send
+	return ctx
 }
 
 func hasBody(r *http.Request) bool { return r.Body != nil && r.Body != http.NoBody }

@@ -244,3 +244,59 @@ func TestCheck(t *testing.T) {
 		t.Errorf("Check saw (-want +got):\n%s", diff)
 	}
 }
+
+// Sends are numbered across hops, whether a layer below started the
+// operation or nobody did until the first redirect.
+func TestSendsNumberedAcrossHops(t *testing.T) {
+	srv, err := faultserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	// resends is a layer below the redirect layer that numbers each send
+	// as the attempt telemetry does.
+	var got []int
+	resends := middleware.Layer{Name: "resends", Wrap: func(next http.RoundTripper) http.RoundTripper {
+		return middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			got = append(got, middleware.Resend(req.Context()))
+			return next.RoundTrip(req)
+		})
+	}}
+	starts := middleware.Layer{Name: "starts", Wrap: func(next http.RoundTripper) http.RoundTripper {
+		return middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			ctx, _ := middleware.WithOperation(req.Context())
+			return next.RoundTrip(req.WithContext(ctx))
+		})
+	}}
+	for name, layers := range map[string][]middleware.Layer{
+		"nobody starts it": {redirect.Layer(redirect.Config{}), resends},
+		"started below":    {redirect.Layer(redirect.Config{}), starts, resends},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got = nil
+			s, err := middleware.NewStack(layers...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := s.Then(tr).RoundTrip(mustGet(t, srv.URL()+"/redirect/302/2"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if diff := cmp.Diff([]int{0, 1, 2}, got); diff != "" {
+				t.Errorf("resend numbers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func mustGet(t *testing.T, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}

@@ -158,11 +158,7 @@ type operation struct {
 func (o *operation) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	ctx, op := middleware.WithOperation(req.Context())
-	ctx, span := o.t.tracer.Start(ctx, operationName(method(req)), trace.WithSpanKind(trace.SpanKindInternal))
-	recording := span.IsRecording()
-	if recording {
-		span.SetAttributes(semconv.HTTPRequestMethodKey.String(method(req)), semconv.URLFull(RedactURL(req.URL)))
-	}
+	ctx, span := o.t.tracer.Start(ctx, operationName(method(req)), internalKind)
 	resp, err := o.next.RoundTrip(req.WithContext(ctx))
 
 	var rep *engine.Report
@@ -178,11 +174,18 @@ func (o *operation) RoundTrip(req *http.Request) (*http.Response, error) {
 	case err != nil:
 		stop = policy.StopNonRetryable
 	}
-	if recording {
-		span.SetAttributes(AttrAttempts.Int(op.Count()), AttrStopReason.String(string(stop)))
-		if resp != nil {
-			span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
+	if span.IsRecording() {
+		// One call: each grows the span's attributes.
+		attrs := []attribute.KeyValue{
+			semconv.HTTPRequestMethodKey.String(method(req)), semconv.URLFull(RedactURL(req.URL)),
+			AttrAttempts.Int(op.Count()), AttrStopReason.String(string(stop)), {},
 		}
+		if resp != nil {
+			attrs[len(attrs)-1] = semconv.HTTPResponseStatusCode(resp.StatusCode)
+		} else {
+			attrs = attrs[:len(attrs)-1]
+		}
+		span.SetAttributes(attrs...)
 		// Retried errors stay on their attempt spans; this one says how
 		// the operation ended. A caller's cancellation is not an error.
 		if stop != policy.StopSuccess && stop != policy.StopCancelled && !errors.Is(err, context.Canceled) {
@@ -197,6 +200,12 @@ func (o *operation) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, err
 }
+
+// The span kinds, as options made once.
+var (
+	internalKind = trace.WithSpanKind(trace.SpanKindInternal)
+	clientKind   = trace.WithSpanKind(trace.SpanKindClient)
+)
 
 // operationName avoids building the common span names per request.
 func operationName(method string) string {
@@ -224,20 +233,18 @@ type attempt struct {
 
 func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
+	// The retry layer above, if any, numbers the send and watches the wire.
+	var sender middleware.Sender
+	if op := middleware.OperationFrom(req.Context()); op != nil {
+		sender = op.Sender()
+	}
 	resend := middleware.Resend(req.Context())
-	ctx, span := a.t.tracer.Start(req.Context(), method(req), trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := a.t.tracer.Start(req.Context(), method(req), clientKind)
 	host, port := hostPort(req)
 	r := req
-	var conns *atomic.Int32
-	if span.IsRecording() {
-		span.SetAttributes(
-			semconv.HTTPRequestMethodKey.String(method(req)),
-			semconv.ServerAddress(host), semconv.ServerPort(port),
-			semconv.URLFull(RedactURL(req.URL)))
-		if resend > 0 {
-			span.SetAttributes(semconv.HTTPRequestResendCount(resend))
-		}
-		conns = new(atomic.Int32) // connections obtained: one per physical send
+	var conns *atomic.Int32 // connections obtained: one per physical send
+	if sender == nil && span.IsRecording() {
+		conns = new(atomic.Int32)
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { conns.Add(1) }})
 	}
 	if span.SpanContext().IsValid() {
@@ -254,32 +261,45 @@ func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 
-	var extra []attribute.KeyValue
+	// The span's attributes, then those the duration metric shares.
+	attrs := make([]attribute.KeyValue, 5, 9)
+	attrs[0], attrs[1], attrs[2] = semconv.HTTPRequestMethodKey.String(method(req)), semconv.ServerAddress(host), semconv.ServerPort(port)
+	attrs[3], attrs[4] = semconv.URLFull(RedactURL(req.URL)), semconv.HTTPRequestResendCount(resend)
+	if resend == 0 {
+		attrs = attrs[:4]
+	}
+	own := len(attrs)
 	switch {
 	case err != nil:
 		kind := policy.KindOf(err)
-		extra = append(extra, errorType(kind))
+		attrs = append(attrs, errorType(kind))
 		if span.IsRecording() && kind != policy.ErrorCanceled { // the caller's cancellation is no error
 			span.SetStatus(codes.Error, kind.String())
 		}
 	default:
-		extra = append(extra, semconv.HTTPResponseStatusCode(resp.StatusCode), semconv.NetworkProtocolVersion(protocolVersion(resp)))
+		attrs = append(attrs, semconv.HTTPResponseStatusCode(resp.StatusCode), semconv.NetworkProtocolVersion(protocolVersion(resp)))
 		if resp.StatusCode >= 400 {
 			code := strconv.Itoa(resp.StatusCode)
-			extra = append(extra, semconv.ErrorTypeKey.String(code))
+			attrs = append(attrs, semconv.ErrorTypeKey.String(code))
 			if span.IsRecording() {
 				span.SetStatus(codes.Error, code)
 			}
 		}
 	}
 	if span.IsRecording() {
-		span.SetAttributes(extra...)
-		for i := int32(1); i < conns.Load(); i++ {
+		span.SetAttributes(attrs...)
+		transparent := 0
+		if sender != nil {
+			transparent = sender.Transparent()
+		} else {
+			transparent = max(int(conns.Load())-1, 0)
+		}
+		for range transparent {
 			span.AddEvent(EventTransparent) // a send net/http made on its own
 		}
 	}
 	span.End() // at the headers: the body is the caller's, drained or not
-	a.t.reqDuration.Record(ctx, time.Since(start).Seconds(), httpconv.RequestMethodAttr(method(req)), host, port, extra...)
+	a.t.reqDuration.Record(ctx, time.Since(start).Seconds(), httpconv.RequestMethodAttr(method(req)), host, port, attrs[own:]...)
 	return resp, err
 }
 

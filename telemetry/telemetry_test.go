@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/telemetry"
 	"go.opentelemetry.io/otel/attribute"
@@ -308,38 +309,56 @@ func TestMetrics(t *testing.T) {
 
 func itoa(n int64) string { return attribute.Int64Value(n).Emit() }
 
-// A stream net/http resends by itself shows as an event on the attempt span.
+// A stream net/http resends by itself shows as an event on the attempt
+// span, whether the retry layer above watched the wire or the attempt
+// layer did on its own.
 func TestTransparentAttemptEvent(t *testing.T) {
-	h2, err := faultserver.NewH2(faultserver.H2Config{Faults: []faultserver.H2Fault{faultserver.H2Refuse}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h2.Close()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
-	tel, _ := telemetry.New(telemetry.Config{TracerProvider: tp})
-	tr := &http.Transport{Protocols: new(http.Protocols)}
-	tr.Protocols.SetUnencryptedHTTP2(true)
-	c, err := retrystack.NewClient(retrystack.Config{Telemetry: tel, Transport: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseIdleConnections()
-	resp, err := c.Get(h2.URL() + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	var events []string
-	for _, s := range rec.Ended() {
-		if s.SpanKind() == trace.SpanKindClient {
-			for _, e := range s.Events() {
-				events = append(events, e.Name)
+	for name, build := range map[string]func(*telemetry.Telemetry, http.RoundTripper) (http.RoundTripper, error){
+		"under the retry layer": func(tel *telemetry.Telemetry, tr http.RoundTripper) (http.RoundTripper, error) {
+			c, err := retrystack.NewClient(retrystack.Config{Telemetry: tel, Transport: tr})
+			if err != nil {
+				return nil, err
 			}
-		}
-	}
-	if diff := cmp.Diff([]string{telemetry.EventTransparent}, events); diff != "" {
-		t.Errorf("attempt span events (-want +got):\n%s", diff)
+			return c.Transport, nil
+		},
+		"alone": func(tel *telemetry.Telemetry, tr http.RoundTripper) (http.RoundTripper, error) {
+			s, err := middleware.NewStack(tel.Attempt())
+			return s.Then(tr), err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h2, err := faultserver.NewH2(faultserver.H2Config{Faults: []faultserver.H2Fault{faultserver.H2Refuse}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h2.Close()
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			defer tp.Shutdown(context.Background())
+			tel, _ := telemetry.New(telemetry.Config{TracerProvider: tp})
+			tr := &http.Transport{Protocols: new(http.Protocols)}
+			tr.Protocols.SetUnencryptedHTTP2(true)
+			defer tr.CloseIdleConnections()
+			rt, err := build(tel, tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := (&http.Client{Transport: rt}).Get(h2.URL() + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			var events []string
+			for _, s := range rec.Ended() {
+				if s.SpanKind() == trace.SpanKindClient {
+					for _, e := range s.Events() {
+						events = append(events, e.Name)
+					}
+				}
+			}
+			if diff := cmp.Diff([]string{telemetry.EventTransparent}, events); diff != "" {
+				t.Errorf("attempt span events (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
