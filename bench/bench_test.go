@@ -36,6 +36,12 @@ func BenchmarkPOST(b *testing.B) {
 	}
 }
 
+func BenchmarkOverhead(b *testing.B) {
+	for _, lib := range Libs {
+		b.Run(lib.Name, func(b *testing.B) { Overhead(b, lib) })
+	}
+}
+
 func BenchmarkRetry(b *testing.B) {
 	srv := server(b)
 	for _, lib := range Libs {

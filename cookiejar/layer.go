@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	stdjar "net/http/cookiejar"
+	"net/url"
+	"sync/atomic"
 
 	"github.com/retrystack/retrystack/middleware"
 	"golang.org/x/net/publicsuffix"
@@ -22,10 +24,31 @@ type Config struct {
 }
 
 // NewJar returns the default jar: net/http/cookiejar with the public-suffix
-// list, so one site cannot set cookies for a whole public suffix.
+// list, so one site cannot set cookies for a whole public suffix. Until a
+// response sets a cookie it answers without looking anything up: most
+// clients talk to servers that set none.
 func NewJar() http.CookieJar {
 	jar, _ := stdjar.New(&stdjar.Options{PublicSuffixList: publicsuffix.List}) // never fails
-	return jar
+	return &lazyJar{jar: jar}
+}
+
+type lazyJar struct {
+	jar  *stdjar.Jar
+	used atomic.Bool // a cookie was offered to the jar
+}
+
+func (j *lazyJar) Cookies(u *url.URL) []*http.Cookie {
+	if !j.used.Load() {
+		return nil
+	}
+	return j.jar.Cookies(u)
+}
+
+func (j *lazyJar) SetCookies(u *url.URL, cookies []*http.Cookie) {
+	if len(cookies) > 0 {
+		j.used.Store(true)
+		j.jar.SetCookies(u, cookies)
+	}
 }
 
 // Layer returns the cookie layer, named "cookies". Every RoundTripper it

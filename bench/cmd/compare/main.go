@@ -89,6 +89,7 @@ func measure() ([]row, error) {
 		fn   func(*testing.B, bench.Lib)
 	}{
 		{"get-64B", func(b *testing.B, l bench.Lib) { bench.GET(b, srv, l, false) }},
+		{"get-overhead-in-memory", func(b *testing.B, l bench.Lib) { bench.Overhead(b, l) }},
 		{"get-64B-parallel", func(b *testing.B, l bench.Lib) { bench.GET(b, srv, l, true) }},
 		{"post-64KiB", func(b *testing.B, l bench.Lib) { bench.POST(b, srv, l, false) }},
 		{"post-64KiB-parallel", func(b *testing.B, l bench.Lib) { bench.POST(b, srv, l, true) }},
