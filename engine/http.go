@@ -43,25 +43,15 @@ var _ http.RoundTripper = (*Transport)(nil)
 // *Error or, with FailOnExhausted, an *ExhaustedError; both carry the
 // Report, as does the response (see ReportOf).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	st := &httpState{rep: Report{Policy: t.e.p.Name, Layer: t.e.layer}}
-	st.rep.Attempts = st.rep.attempt[:0]
+	o := &httpOp{e: t.e, next: t.next, req: req, rep: Report{Policy: t.e.p.Name, Layer: t.e.layer}}
+	o.rep.Attempts = o.rep.attempt[:0]
 	ctx := req.Context()
-	operation := middleware.OperationFrom(ctx)
-	if operation == nil { // the operation starts here
-		st.ctx.Context = ctx
-		ctx, operation = &st.ctx, &st.ctx.Operation
+	if o.operation = middleware.OperationFrom(ctx); o.operation == nil { // the operation starts here
+		o.ctx.Context = ctx
+		ctx, o.operation = &o.ctx, &o.ctx.Operation
 	}
-	st.op = httpOp{e: t.e, next: t.next, req: req, operation: operation, trace: &st.trace, rep: &st.rep}
-	st.trace.bind()
-	return run(ctx, t.e, &st.op, &st.rep)
-}
-
-// httpState is what one operation needs, in one allocation.
-type httpState struct {
-	rep   Report
-	op    httpOp
-	trace wireTrace
-	ctx   middleware.OperationContext // when the operation starts here
+	o.trace.bind()
+	return run(ctx, t.e, o, &o.rep)
 }
 
 // CloseIdleConnections forwards to the next RoundTripper.
@@ -70,16 +60,17 @@ func (t *Transport) CloseIdleConnections() {
 }
 
 // httpOp is one request under the retry loop, and the Sender of its
-// attempts.
+// attempts: all that an operation needs, in one allocation.
 type httpOp struct {
 	e         *Engine
 	next      http.RoundTripper
 	req       *http.Request
 	operation *middleware.Operation
-	trace     *wireTrace
-	rep       *Report
 	resend    int  // the number of the send in flight
 	refreshed bool // RefreshAuth ran for this operation
+	rep       Report
+	trace     wireTrace
+	ctx       middleware.OperationContext // when the operation starts here
 }
 
 // Resend implements middleware.Sender.
@@ -96,7 +87,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 			return nil, attemptInfo{processed: policy.NotSent}, err
 		}
 	}
-	tr := o.trace
+	tr := &o.trace
 	tr.reset()
 	o.resend = o.operation.Next()
 	o.operation.SetSender(o)

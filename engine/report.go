@@ -85,7 +85,7 @@ func ReportOf(resp *http.Response) *Report {
 	}
 	if op := middleware.OperationFrom(resp.Request.Context()); op != nil {
 		if o, ok := op.Sender().(*httpOp); ok {
-			return o.rep
+			return &o.rep
 		}
 	}
 	return nil
