@@ -121,6 +121,7 @@ func run(b *testing.B, parallel bool, op func() error) {
 // StormResult is what a storm did to the server and what it left behind.
 type StormResult struct {
 	Amplification   float64 // server hits ÷ logical requests
+	Dials           int     // connections the server accepted: a pool thrown away shows here
 	OpenConnsAfter  int     // server-side connections still open after the run
 	GoroutinesAfter int     // goroutines above the count before the run
 }
@@ -163,6 +164,7 @@ func Storm(lib Lib, fault string) (StormResult, error) {
 	srv.WaitIdle(ctx)
 	return StormResult{
 		Amplification:   float64(len(srv.Log())) / total,
+		Dials:           srv.Accepted(),
 		OpenConnsAfter:  settle(srv.OpenConns, 0),
 		GoroutinesAfter: settle(runtime.NumGoroutine, before) - before,
 	}, nil

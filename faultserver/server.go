@@ -49,6 +49,7 @@ type Server struct {
 	state    map[string]int      // per-path-and-key progress of /fail and /login
 	written  map[string]struct{} // Idempotency-Keys /write has processed, per key
 	open     int                 // connections open
+	accepted int                 // connections accepted, ever
 	states   map[net.Conn]http.ConnState
 	busy     int            // connections new or active, plus handlers running
 	changed  chan struct{}  // closed and replaced whenever busy drops
@@ -116,6 +117,14 @@ func (s *Server) OpenConns() int {
 	return s.open
 }
 
+// Accepted is the number of client connections the server has accepted
+// since it started: a client that throws its pool away shows here.
+func (s *Server) Accepted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.accepted
+}
+
 // Close stops the server, closes every connection, ends every pending wait
 // and returns once every handler has returned. It is idempotent.
 func (s *Server) Close() error {
@@ -144,6 +153,7 @@ func (s *Server) connState(c net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateNew:
 		s.open++
+		s.accepted++
 		s.conns.Add(1)
 	case http.StateHijacked, http.StateClosed:
 		s.open--

@@ -383,6 +383,9 @@ func TestCloseWithRequestsInFlight(t *testing.T) {
 	if got := s.OpenConns(); got != 0 {
 		t.Errorf("OpenConns() after Close = %d", got)
 	}
+	if got := s.Accepted(); got != 2 {
+		t.Errorf("Accepted() after Close = %d, want 2", got)
+	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}

@@ -30,6 +30,7 @@ type row struct {
 	AllocsOp        *int64   `json:"allocs_op,omitempty"`
 	BytesOp         *int64   `json:"bytes_op,omitempty"`
 	Amplification   *float64 `json:"amplification,omitempty"`
+	Dials           *int     `json:"dials,omitempty"`
 	OpenConnsAfter  *int     `json:"open_conns_after,omitempty"`
 	GoroutinesAfter *int     `json:"goroutines_after,omitempty"`
 }
@@ -56,11 +57,11 @@ func main() {
 		return
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "measurement\tlib\tns/op\tB/op\tallocs/op\tamplification\topen conns after\tgoroutines after\t")
+	fmt.Fprintln(tw, "measurement\tlib\tns/op\tB/op\tallocs/op\tamplification\tdials\topen conns after\tgoroutines after\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Name, r.Lib,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Name, r.Lib,
 			show(r.NsOp, "%.0f"), show(r.BytesOp, "%d"), show(r.AllocsOp, "%d"),
-			show(r.Amplification, "%.2f×"), show(r.OpenConnsAfter, "%d"), show(r.GoroutinesAfter, "%d"))
+			show(r.Amplification, "%.2f×"), show(r.Dials, "%d"), show(r.OpenConnsAfter, "%d"), show(r.GoroutinesAfter, "%d"))
 	}
 	tw.Flush()
 }
@@ -108,7 +109,7 @@ func measure() ([]row, error) {
 			if err != nil {
 				return nil, err
 			}
-			rows = append(rows, row{Name: "storm-" + fault, Lib: lib.Name, Amplification: ptr(res.Amplification),
+			rows = append(rows, row{Name: "storm-" + fault, Lib: lib.Name, Amplification: ptr(res.Amplification), Dials: ptr(res.Dials),
 				OpenConnsAfter: ptr(res.OpenConnsAfter), GoroutinesAfter: ptr(res.GoroutinesAfter)})
 		}
 	}
