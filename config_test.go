@@ -15,6 +15,7 @@ import (
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/redirect"
+	"github.com/retrystack/retrystack/telemetry"
 )
 
 // Bad configuration is a typed error when the client is built, never a
@@ -82,6 +83,14 @@ func TestBadConfigIsATypedError(t *testing.T) {
 		{"negative budget reserve", budget(10*time.Second, -1, 0.2), configErr("Budget.MinPerSecond")},
 		{"negative redirect hops", func() error {
 			c, err := retrystack.NewClient(retrystack.Config{Redirect: redirect.Config{MaxHops: -1}})
+			if c != nil {
+				return errors.New("a client came back")
+			}
+			return err
+		}, &middleware.InvalidLayerError{}},
+		{"zero budget", withPolicy(func(p *policy.Policy) { p.Budget = new(policy.Budget) }), configErr("Budget")},
+		{"zero telemetry", func() error {
+			c, err := retrystack.NewClient(retrystack.Config{Telemetry: new(telemetry.Telemetry)})
 			if c != nil {
 				return errors.New("a client came back")
 			}

@@ -56,8 +56,7 @@ func requests(t *testing.T, srv *faultserver.Server, key string) int {
 	return n
 }
 
-// unreported labels an error that carries no report: a body read that
-// failed with no engine deadline on the response (only the caller's).
+// unreported labels an error that carries no report.
 const unreported policy.StopReason = "(unreported error)"
 
 // stopOf returns the stop reason of an operation that ended with resp or
@@ -116,7 +115,7 @@ func TestDeadlineOverrun(t *testing.T) {
 		{name: "slow body", path: "/slow/body?delay=3s", stops: []policy.StopReason{policy.StopDeadline}},
 		// Only the caller's context bounds the body: the read fails at its
 		// deadline, but as the context's own error, without a report.
-		{name: "slow body, caller's deadline", path: "/slow/body?delay=3s", fromCaller: true, stops: []policy.StopReason{policy.StopDeadline, unreported}},
+		{name: "slow body, caller's deadline", path: "/slow/body?delay=3s", fromCaller: true, stops: []policy.StopReason{policy.StopDeadline}},
 		{name: "503, Retry-After past the deadline", path: "/s/503?retry-after=5", stops: []policy.StopReason{policy.StopWaitExceedsBudget}},
 		{name: "connection resets, backoff", path: "/abort?reset=1", adjust: loop, stops: waitsOrDeadline},
 		{name: "503 loop, backoff", path: "/s/503", adjust: loop, stops: waitsOrDeadline},
@@ -208,7 +207,7 @@ func overrun(client *http.Client, url string, deadline time.Duration, fromCaller
 		resp.Body.Close()
 	}
 	stop := stopOf(resp, err)
-	if stop == unreported && !errors.Is(err, context.DeadlineExceeded) {
+	if stop == unreported {
 		stop = policy.StopReason(fmt.Sprintf("(unreported error: %v)", err))
 	}
 	return time.Since(end), stop

@@ -367,16 +367,24 @@ func TestTime(t *testing.T) {
 		name    string
 		timeout time.Duration
 		attempt time.Duration
+		caller  time.Duration // the caller's own deadline, when not 0
 		want    policy.StopReason
 	}{
-		{"slow body, attempt timeout", 0, 100 * ms, policy.StopAttemptTimeout},
-		{"slow body, total deadline", 100 * ms, 0, policy.StopDeadline},
+		{"slow body, attempt timeout", 0, 100 * ms, 0, policy.StopAttemptTimeout},
+		{"slow body, total deadline", 100 * ms, 0, 0, policy.StopDeadline},
+		{"slow body, caller's deadline", 0, 0, 100 * ms, policy.StopDeadline},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := policy.Node()
 			p.Timeout, p.AttemptTimeout = tt.timeout, tt.attempt
 			f := setup(t, p)
-			resp, rep, err := f.send(context.Background(), "GET", "/slow/body?delay=1h", "", false)
+			ctx := context.Background()
+			if tt.caller > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tt.caller)
+				defer cancel()
+			}
+			resp, rep, err := f.send(ctx, "GET", "/slow/body?delay=1h", "", false)
 			if err != nil {
 				t.Fatalf("headers: %v", err)
 			}

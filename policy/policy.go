@@ -127,6 +127,8 @@ func (p *Policy) Validate() error {
 		return bad("RetryAfter.Dates", p.RetryAfter.Dates, "unknown date forms")
 	case p.RetryAfter.Max < 0:
 		return bad("RetryAfter.Max", p.RetryAfter.Max, "must not be negative")
+	case p.Budget != nil && p.Budget.window == 0:
+		return bad("Budget", "a zero Budget", "must be made by NewBudget")
 	}
 	return nil
 }

@@ -98,12 +98,18 @@ func New(cfg Config) (*Telemetry, error) {
 	return t, nil
 }
 
+// notMadeByNew is why a Telemetry that New did not make has no layers.
+const notMadeByNew = "a Telemetry must be made by telemetry.New"
+
 // Tracer returns the tracer the layers use, for spans around them.
 func (t *Telemetry) Tracer() trace.Tracer { return t.tracer }
 
 // Operation returns the layer "telemetry": the logical operation's span
 // and metrics. Put it outermost, so redirect hops fall inside it.
 func (t *Telemetry) Operation() middleware.Layer {
+	if t.tracer == nil {
+		return middleware.InvalidLayer("telemetry", notMadeByNew)
+	}
 	return middleware.Layer{Name: "telemetry", Wrap: func(next http.RoundTripper) http.RoundTripper {
 		return &operation{t: t, next: middleware.Base(next)}
 	}}
@@ -114,6 +120,9 @@ func (t *Telemetry) Operation() middleware.Layer {
 // trace context injected into it. Put it innermost, just above the
 // transport.
 func (t *Telemetry) Attempt() middleware.Layer {
+	if t.tracer == nil {
+		return middleware.InvalidLayer("attempt-telemetry", notMadeByNew)
+	}
 	return middleware.Layer{Name: "attempt-telemetry", Wrap: func(next http.RoundTripper) http.RoundTripper {
 		return &attempt{t: t, next: middleware.Base(next)}
 	}}
@@ -123,6 +132,9 @@ func (t *Telemetry) Attempt() middleware.Layer {
 // on the operation's span, and the retries, delay and pitfalls metrics.
 // Join them with the caller's own with engine.JoinHooks.
 func (t *Telemetry) Hooks() engine.Hooks {
+	if t.tracer == nil {
+		return engine.Hooks{} // its layers do not build: see Operation
+	}
 	return engine.Hooks{OnRetry: t.onRetry, OnPitfall: t.onPitfall}
 }
 
