@@ -1,36 +1,23 @@
 package bench
 
-import (
-	"testing"
-
-	"github.com/retrystack/retrystack/faultserver"
-)
-
-func server(b *testing.B) *faultserver.Server {
-	srv, err := faultserver.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { srv.Close() })
-	return srv
-}
+import "testing"
 
 func BenchmarkGET(b *testing.B) {
-	srv := server(b)
+	srv := Server(b)
 	for _, lib := range Libs {
 		b.Run(lib.Name, func(b *testing.B) { GET(b, srv, lib, false) })
 	}
 }
 
 func BenchmarkGETParallel(b *testing.B) {
-	srv := server(b)
+	srv := Server(b)
 	for _, lib := range Libs {
 		b.Run(lib.Name, func(b *testing.B) { GET(b, srv, lib, true) })
 	}
 }
 
 func BenchmarkPOST(b *testing.B) {
-	srv := server(b)
+	srv := Server(b)
 	for _, lib := range Libs {
 		b.Run(lib.Name, func(b *testing.B) { POST(b, srv, lib, false) })
 	}
@@ -43,7 +30,7 @@ func BenchmarkOverhead(b *testing.B) {
 }
 
 func BenchmarkRetry(b *testing.B) {
-	srv := server(b)
+	srv := Server(b)
 	for _, lib := range Libs {
 		b.Run(lib.Name, func(b *testing.B) { Retry(b, srv, lib) })
 	}

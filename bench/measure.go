@@ -20,6 +20,17 @@ import (
 // postBody is the 64 KiB replayable body of the POST measurements.
 var postBody = bytes.Repeat([]byte("x"), 64<<10)
 
+// Server starts a fault server that b's cleanup closes, with every
+// connection still open to it.
+func Server(b *testing.B) *faultserver.Server {
+	srv, err := faultserver.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	return srv
+}
+
 // client builds lib's client over a fresh transport, or fails b.
 func client(b *testing.B, lib Lib, m Mode) *http.Client {
 	b.Helper()

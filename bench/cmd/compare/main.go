@@ -2,24 +2,28 @@
 // the success path, the retry path, the storms, the POST on 503, and the
 // budget and decision micro-benchmarks.
 //
-//	cd bench && go run ./cmd/compare [-json] [-benchtime 2s]
+//	cd bench && go run ./cmd/compare [-json] [-benchtime 500ms] [-rounds 5]
 //
-// Wall times drift 10-25 % between runs on 2 cores: for ns/op comparisons
-// run `go test -bench . -count 10` and benchstat; allocation counts are
-// exact.
+// Wall times drift 10-25 % between runs on 2 cores, so every benchmark runs
+// in rounds, the libraries interleaved, and ns/op is the median round;
+// vs_net_http divides it by bare net/http's in the same measurement. For a
+// confidence interval run `go test -bench . -count 10` and benchstat;
+// allocation counts are exact.
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"slices"
 	"testing"
 	"text/tabwriter"
 	"time"
 
 	"github.com/retrystack/retrystack/bench"
-	"github.com/retrystack/retrystack/faultserver"
 )
 
 // row is one measurement; fields that do not apply are left out.
@@ -27,6 +31,7 @@ type row struct {
 	Name            string   `json:"name"`
 	Lib             string   `json:"lib"`
 	NsOp            *float64 `json:"ns_op,omitempty"`
+	VsNetHTTP       *float64 `json:"vs_net_http,omitempty"`
 	AllocsOp        *int64   `json:"allocs_op,omitempty"`
 	BytesOp         *int64   `json:"bytes_op,omitempty"`
 	Amplification   *float64 `json:"amplification,omitempty"`
@@ -39,12 +44,17 @@ func ptr[T any](v T) *T { return &v }
 
 func main() {
 	asJSON := flag.Bool("json", false, "print one JSON object per measurement")
-	benchtime := flag.Duration("benchtime", time.Second, "time per benchmark")
+	benchtime := flag.Duration("benchtime", 500*time.Millisecond, "time per benchmark and round")
+	rounds := flag.Int("rounds", 5, "rounds of each benchmark, the libraries interleaved; ns/op is their median")
 	flag.Parse()
 	testing.Init()
 	flag.Set("test.benchtime", benchtime.String())
+	if *rounds < 1 {
+		fmt.Fprintln(os.Stderr, "compare: -rounds must be at least 1")
+		os.Exit(2)
+	}
 
-	rows, err := measure()
+	rows, err := measure(*rounds)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
@@ -57,10 +67,10 @@ func main() {
 		return
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "measurement\tlib\tns/op\tB/op\tallocs/op\tamplification\tdials\topen conns after\tgoroutines after\t")
+	fmt.Fprintln(tw, "measurement\tlib\tns/op\tvs net/http\tB/op\tallocs/op\tamplification\tdials\topen conns after\tgoroutines after\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Name, r.Lib,
-			show(r.NsOp, "%.0f"), show(r.BytesOp, "%d"), show(r.AllocsOp, "%d"),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Name, r.Lib,
+			show(r.NsOp, "%.0f"), show(r.VsNetHTTP, "%.2f×"), show(r.BytesOp, "%d"), show(r.AllocsOp, "%d"),
 			show(r.Amplification, "%.2f×"), show(r.Dials, "%d"), show(r.OpenConnsAfter, "%d"), show(r.GoroutinesAfter, "%d"))
 	}
 	tw.Flush()
@@ -78,27 +88,46 @@ func benchmark(name, lib string, fn func(*testing.B)) row {
 	return row{Name: name, Lib: lib, NsOp: ptr(float64(r.NsPerOp())), AllocsOp: ptr(r.AllocsPerOp()), BytesOp: ptr(r.AllocedBytesPerOp())}
 }
 
-func measure() ([]row, error) {
-	srv, err := faultserver.New()
-	if err != nil {
-		return nil, err
+// interleaved runs fn for every library, round after round, so that a slow
+// spell of the machine hits them all alike, and keeps each library's
+// median round.
+func interleaved(name string, rounds int, fn func(*testing.B, bench.Lib)) []row {
+	runs := make([][]row, len(bench.Libs))
+	for range rounds {
+		for i, lib := range bench.Libs {
+			runs[i] = append(runs[i], benchmark(name, lib.Name, func(b *testing.B) { fn(b, lib) }))
+		}
 	}
-	defer srv.Close()
+	out := make([]row, len(runs))
+	for i, rs := range runs {
+		slices.SortFunc(rs, func(a, b row) int { return cmp.Compare(*a.NsOp, *b.NsOp) })
+		out[i] = rs[len(rs)/2]
+	}
+	if bare := slices.IndexFunc(out, func(r row) bool { return r.Lib == "net/http" }); bare >= 0 {
+		for i := range out {
+			out[i].VsNetHTTP = ptr(math.Round(*out[i].NsOp / *out[bare].NsOp * 100) / 100)
+		}
+	}
+	return out
+}
+
+func measure(rounds int) ([]row, error) {
+	// A server of its own for each run: closing it closes the connections
+	// a library leaked, which would otherwise pile up across rounds.
+	srv := bench.Server
 	var rows []row
 	for _, c := range []struct {
 		name string
 		fn   func(*testing.B, bench.Lib)
 	}{
-		{"get-64B", func(b *testing.B, l bench.Lib) { bench.GET(b, srv, l, false) }},
+		{"get-64B", func(b *testing.B, l bench.Lib) { bench.GET(b, srv(b), l, false) }},
 		{"get-overhead-in-memory", func(b *testing.B, l bench.Lib) { bench.Overhead(b, l) }},
-		{"get-64B-parallel", func(b *testing.B, l bench.Lib) { bench.GET(b, srv, l, true) }},
-		{"post-64KiB", func(b *testing.B, l bench.Lib) { bench.POST(b, srv, l, false) }},
-		{"post-64KiB-parallel", func(b *testing.B, l bench.Lib) { bench.POST(b, srv, l, true) }},
-		{"retry-503-503-200", func(b *testing.B, l bench.Lib) { bench.Retry(b, srv, l) }},
+		{"get-64B-parallel", func(b *testing.B, l bench.Lib) { bench.GET(b, srv(b), l, true) }},
+		{"post-64KiB", func(b *testing.B, l bench.Lib) { bench.POST(b, srv(b), l, false) }},
+		{"post-64KiB-parallel", func(b *testing.B, l bench.Lib) { bench.POST(b, srv(b), l, true) }},
+		{"retry-503-503-200", func(b *testing.B, l bench.Lib) { bench.Retry(b, srv(b), l) }},
 	} {
-		for _, lib := range bench.Libs {
-			rows = append(rows, benchmark(c.name, lib.Name, func(b *testing.B) { c.fn(b, lib) }))
-		}
+		rows = append(rows, interleaved(c.name, rounds, c.fn)...)
 	}
 	for _, fault := range []string{"503", "500", "reset"} {
 		for _, lib := range bench.Libs {
