@@ -26,7 +26,7 @@ type Op[T any] struct {
 // report and, when it ended without a result, an *Error.
 func Do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
 	rep := &Report{Policy: e.p.Name, Layer: e.layer}
-	v, err := run(ctx, e, &funcOp[T]{e: e, op: op}, rep)
+	v, err := run(ctx, ctx, e, &funcOp[T]{e: e, op: op}, rep)
 	return v, rep, err
 }
 

@@ -28,7 +28,8 @@ type Config struct {
 	// RefreshAuth, when set, runs once per operation on a 401: if it
 	// succeeds (refreshing credentials that Prepare then uses), the request
 	// is sent again at once, whatever the classifier says; if it fails, the
-	// 401 is the answer. It must not read the response body.
+	// 401 is the answer. It must not read the response body. A request it
+	// makes with ctx is an operation of its own.
 	RefreshAuth func(ctx context.Context, resp *http.Response) error
 }
 

@@ -50,8 +50,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		o.ctx.Context = ctx
 		ctx, o.operation = &o.ctx, &o.ctx.Operation
 	}
+	o.sends = middleware.SenderContext{Context: ctx, Sender: o}
+	o.outside.Context = req.Context()
 	o.trace.bind()
-	return run(ctx, t.e, o, &o.rep)
+	return run(&o.sends, &o.outside, t.e, o, &o.rep)
 }
 
 // CloseIdleConnections forwards to the next RoundTripper.
@@ -71,13 +73,15 @@ type httpOp struct {
 	rep       Report
 	trace     wireTrace
 	ctx       middleware.OperationContext // when the operation starts here
+	sends     middleware.SenderContext    // the attempts': names o their Sender
+	outside   middleware.DetachedContext  // the hooks' and RefreshAuth's
 }
 
 // Resend implements middleware.Sender.
 func (o *httpOp) Resend() int { return o.resend }
 
-// Transparent implements middleware.Sender.
-func (o *httpOp) Transparent() int { return o.trace.transparent() }
+// Conns implements middleware.Sender.
+func (o *httpOp) Conns() int { return int(o.trace.conns.Load()) }
 
 func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInfo, error) {
 	var body io.ReadCloser
@@ -90,7 +94,6 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	tr := &o.trace
 	tr.reset()
 	o.resend = o.operation.Next()
-	o.operation.SetSender(o)
 	ct := &tr.client
 	if httptrace.ContextClientTrace(ctx) != nil {
 		// WithClientTrace composes the caller's trace into the one it is
@@ -159,7 +162,7 @@ func (t *wireTrace) reset() {
 func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error) policy.Decision {
 	if err == nil && resp.StatusCode == http.StatusUnauthorized && o.e.refreshAuth != nil && !o.refreshed {
 		o.refreshed = true // once per operation: a refresh that does not help is not retried
-		if o.e.refreshAuth(o.req.Context(), resp) == nil {
+		if o.e.refreshAuth(&o.outside, resp) == nil {
 			return policy.Retry(causeAuth)
 		}
 	}

@@ -83,10 +83,8 @@ func ReportOf(resp *http.Response) *Report {
 	if resp == nil || resp.Request == nil {
 		return nil
 	}
-	if op := middleware.OperationFrom(resp.Request.Context()); op != nil {
-		if o, ok := op.Sender().(*httpOp); ok {
-			return &o.rep
-		}
+	if o, ok := middleware.SenderFrom(resp.Request.Context()).(*httpOp); ok {
+		return &o.rep
 	}
 	return nil
 }
@@ -176,7 +174,10 @@ type Hooks struct {
 
 // AttemptEvent reports one classified attempt.
 type AttemptEvent struct {
-	Context context.Context // the operation's context
+	// Context is the operation's: its values, deadline and span. A
+	// request made with it is an operation of its own, not a send of
+	// this one (see middleware.DetachedContext).
+	Context context.Context
 	Report  *Report
 	Attempt AttemptRecord
 	Number  int // 1 for the first attempt

@@ -103,8 +103,9 @@ func callerStop(ctx context.Context) policy.StopReason {
 	return policy.StopCancelled
 }
 
-// run is the retry loop shared by every kind of operation.
-func run[T any, O operation[T]](ctx context.Context, e *Engine, o O, rep *Report) (T, error) {
+// run is the retry loop shared by every kind of operation. The hooks get
+// hookCtx.
+func run[T any, O operation[T]](ctx, hookCtx context.Context, e *Engine, o O, rep *Report) (T, error) {
 	var zero T
 	start := e.now()
 	opCtx, cancelOp := ctx, context.CancelFunc(nil)
@@ -157,12 +158,12 @@ func run[T any, O operation[T]](ctx context.Context, e *Engine, o O, rep *Report
 		}
 		rep.Attempts = append(rep.Attempts, rec)
 		if e.hooks.OnAttempt != nil {
-			e.hooks.OnAttempt(AttemptEvent{Context: ctx, Report: rep, Attempt: rec, Number: n})
+			e.hooks.OnAttempt(AttemptEvent{Context: hookCtx, Report: rep, Attempt: rec, Number: n})
 		}
 
 		stop, wait, fromHint := dec.Stop, time.Duration(0), false
 		if dec.Retry {
-			stop, wait, fromHint = plan(e, ctx, opCtx, o, v, err, n, dec.Cause, &backoff, rep)
+			stop, wait, fromHint = plan(e, hookCtx, opCtx, o, v, err, n, dec.Cause, &backoff, rep)
 		}
 		if stop != "" {
 			if err != nil {
@@ -177,24 +178,24 @@ func run[T any, O operation[T]](ctx context.Context, e *Engine, o O, rep *Report
 						return zero, &ExhaustedError{Report: rep, Last: se}
 					}
 				}
-				e.pitfall(ctx, rep, PitfallExhaustedRetryableStatus)
+				e.pitfall(hookCtx, rep, PitfallExhaustedRetryableStatus)
 			}
 			end(stop)
 			return o.keep(v, d), nil
 		}
 
 		if o.unsafe(info) {
-			e.pitfall(ctx, rep, PitfallNonIdempotentRetried)
+			e.pitfall(hookCtx, rep, PitfallNonIdempotentRetried)
 		}
 		if err == nil {
 			if lost := o.discard(v); len(lost) > 0 {
-				e.pitfall(ctx, rep, PitfallCookieLost, lost...)
+				e.pitfall(hookCtx, rep, PitfallCookieLost, lost...)
 			}
 		}
 		d.releaseAttempt()
 		rep.PlannedWaits = append(rep.PlannedWaits, wait)
 		if e.hooks.OnRetry != nil {
-			e.hooks.OnRetry(RetryEvent{Context: ctx, Report: rep, Number: n, Wait: wait, FromHint: fromHint, Cause: dec.Cause})
+			e.hooks.OnRetry(RetryEvent{Context: hookCtx, Report: rep, Number: n, Wait: wait, FromHint: fromHint, Cause: dec.Cause})
 		}
 		if err := e.sleep(opCtx, wait); err != nil {
 			return fail(deadlines{caller: ctx, op: opCtx, attempt: opCtx}.mustStop(), err)
@@ -204,25 +205,25 @@ func run[T any, O operation[T]](ctx context.Context, e *Engine, o O, rep *Report
 
 // plan decides whether a wanted retry happens and how long to wait first.
 // It returns a stop reason when it does not.
-func plan[T any, O operation[T]](e *Engine, ctx, opCtx context.Context, o O, v T, err error, n int, cause string, backoff *retry.Backoff, rep *Report) (stop policy.StopReason, wait time.Duration, fromHint bool) {
+func plan[T any, O operation[T]](e *Engine, hookCtx, opCtx context.Context, o O, v T, err error, n int, cause string, backoff *retry.Backoff, rep *Report) (stop policy.StopReason, wait time.Duration, fromHint bool) {
 	if !o.covered() {
 		if !e.p.Scope.FromSecondRetry || n > 1 {
 			return policy.StopOutOfScope, 0, false
 		}
-		e.pitfall(ctx, rep, PitfallScopeLeak) // reqwest's quirk: resent once anyway
+		e.pitfall(hookCtx, rep, PitfallScopeLeak) // reqwest's quirk: resent once anyway
 	}
 	if n >= e.p.MaxAttempts {
 		return policy.StopAttemptsExhausted, 0, false
 	}
 	if !o.replayable() {
-		e.pitfall(ctx, rep, PitfallBodyNotReplayable)
+		e.pitfall(hookCtx, rep, PitfallBodyNotReplayable)
 		return policy.StopBodyNotReplayable, 0, false
 	}
 	if cause == causeAuth {
 		return "", 0, false // fresh credentials: at once
 	}
 	if !e.p.Budget.Withdraw() {
-		e.pitfall(ctx, rep, PitfallBudgetExhausted)
+		e.pitfall(hookCtx, rep, PitfallBudgetExhausted)
 		return policy.StopBudgetExhausted, 0, false
 	}
 	if *backoff == nil {
@@ -238,7 +239,7 @@ func plan[T any, O operation[T]](e *Engine, ctx, opCtx context.Context, o O, v T
 		case !ok && ra.StopOnUnsupported:
 			return policy.StopUnsupportedRetryAfter, 0, false
 		case !ok:
-			e.pitfall(ctx, rep, PitfallRetryAfterIgnored)
+			e.pitfall(hookCtx, rep, PitfallRetryAfterIgnored)
 		case ra.Max > 0 && hw > ra.Max:
 			return policy.StopWaitExceedsBudget, 0, false // never shorten a hint
 		case ra.Use == policy.HintOverride || hw >= wait:

@@ -11,21 +11,17 @@ import (
 //
 //   - it numbers the physical sends, as OpenTelemetry's
 //     http.request.resend_count does;
-//   - it names the Sender of the latest send (the retry layer), so a layer
-//     below can tell which send it carries and a caller can find the retry
-//     layer's report afterwards;
 //   - it carries the DiscardObserver of a layer above the retry layer (the
 //     cookie layer), so that retries can show it the responses they throw
 //     away.
 //
 // The first layer that needs one puts it in the context; the layers below
 // share it. Nothing is set up for a request that nobody numbers. It is for
-// authors of layers; an application has no reason to touch it.
+// authors of layers; an application has no reason to touch it, and code a
+// layer calls back (hooks) gets a context without it (DetachedContext).
 type Operation struct {
-	n atomic.Int32
-	// set and read on the request's goroutine
-	discard DiscardObserver
-	sender  Sender
+	n       atomic.Int32
+	discard DiscardObserver // set and read on the request's goroutine
 }
 
 // A DiscardObserver sees each response a retry layer below it throws away,
@@ -40,12 +36,16 @@ type DiscardObserver func(resp *http.Response) (lostCookies []string)
 type Sender interface {
 	// Resend is the number of the send in flight within the operation.
 	Resend() int
-	// Transparent counts the extra sends the transport has made on its own
-	// for it so far (docs/hidden-retries.md).
-	Transparent() int
+	// Conns counts the connections the transport has handed out for the
+	// send in flight so far: one per physical send, its own resends
+	// included (docs/hidden-retries.md).
+	Conns() int
 }
 
-type operationKey struct{}
+type (
+	operationKey struct{}
+	senderKey    struct{}
+)
 
 // OperationContext is a context carrying an Operation. A layer that starts
 // the operation can keep it inside an allocation of its own, rather than
@@ -60,6 +60,47 @@ type OperationContext struct {
 func (c *OperationContext) Value(key any) any {
 	if key == (operationKey{}) {
 		return &c.Operation
+	}
+	return c.Context.Value(key)
+}
+
+// SenderContext is a context naming the Sender of the requests made under
+// it. A retry layer keeps one inside its per-operation state, so the
+// requests it sends, and no others, name it.
+type SenderContext struct {
+	context.Context // the parent
+	Sender          Sender
+}
+
+// Value returns the Sender for this package's key, and asks the parent
+// otherwise.
+func (c *SenderContext) Value(key any) any {
+	if key == (senderKey{}) {
+		return c.Sender
+	}
+	return c.Context.Value(key)
+}
+
+// SenderFrom returns the Sender of the request ctx belongs to, or nil.
+func SenderFrom(ctx context.Context) Sender {
+	s, _ := ctx.Value(senderKey{}).(Sender)
+	return s
+}
+
+// DetachedContext is a context without the Operation and the Sender of its
+// parent, and with everything else: values, deadline, cancellation. A
+// layer hands it to the application's code (hooks, callbacks), so that a
+// request made with it is an operation of its own.
+type DetachedContext struct {
+	context.Context // the parent
+}
+
+// Value returns nil for this package's keys, and asks the parent
+// otherwise.
+func (c *DetachedContext) Value(key any) any {
+	switch key.(type) {
+	case operationKey, senderKey:
+		return nil
 	}
 	return c.Context.Value(key)
 }
@@ -105,23 +146,14 @@ func (o *Operation) SwapDiscard(obs DiscardObserver) DiscardObserver {
 // Discard returns the DiscardObserver in force, or nil.
 func (o *Operation) Discard() DiscardObserver { return o.discard }
 
-// SetSender names s as the sender of the send about to go out. It stays
-// in place after the send, so that once the operation is over Sender names
-// the layer that made its last send.
-func (o *Operation) SetSender(s Sender) { o.sender = s }
-
-// Sender returns the sender of the latest send, or nil.
-func (o *Operation) Sender() Sender { return o.sender }
-
 // Resend returns the number of the send ctx is for: the Sender's, or else
 // the next number of the operation (0 without one).
 func Resend(ctx context.Context) int {
-	o := OperationFrom(ctx)
-	switch {
-	case o == nil:
-		return 0
-	case o.sender != nil:
-		return o.sender.Resend()
+	if s := SenderFrom(ctx); s != nil {
+		return s.Resend()
 	}
-	return o.Next()
+	if o := OperationFrom(ctx); o != nil {
+		return o.Next()
+	}
+	return 0
 }

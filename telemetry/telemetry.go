@@ -245,12 +245,16 @@ type attempt struct {
 
 func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
-	// The retry layer above, if any, numbers the send and watches the wire.
-	var sender middleware.Sender
-	if op := middleware.OperationFrom(req.Context()); op != nil {
-		sender = op.Sender()
+	// The retry layer above, if any, numbers the send and watches the wire:
+	// the connections it counts while this RoundTrip runs are this send's,
+	// even when a layer between makes more sends (redirect hops).
+	sender := middleware.SenderFrom(req.Context())
+	resend, conns0 := 0, 0
+	if sender != nil {
+		resend, conns0 = sender.Resend(), sender.Conns()
+	} else {
+		resend = middleware.Resend(req.Context())
 	}
-	resend := middleware.Resend(req.Context())
 	ctx, span := a.t.tracer.Start(req.Context(), method(req), clientKind)
 	host, port := hostPort(req)
 	r := req
@@ -300,13 +304,13 @@ func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if span.IsRecording() {
 		span.SetAttributes(attrs...)
-		transparent := 0
+		n := 0
 		if sender != nil {
-			transparent = sender.Transparent()
+			n = sender.Conns() - conns0
 		} else {
-			transparent = max(int(conns.Load())-1, 0)
+			n = int(conns.Load())
 		}
-		for range transparent {
+		for range n - 1 {
 			span.AddEvent(EventTransparent) // a send net/http made on its own
 		}
 	}
