@@ -93,15 +93,13 @@ func ReportOf(resp *http.Response) *Report {
 // an *ExhaustedError, or a *middleware.StatusError made by a layer above the
 // retry layer from its response. It returns nil for any other error.
 func ReportFrom(err error) *Report {
-	var ee *Error
-	var xe *ExhaustedError
-	var se *middleware.StatusError
-	switch {
-	case errors.As(err, &ee):
+	if ee, ok := errors.AsType[*Error](err); ok {
 		return ee.Report
-	case errors.As(err, &xe):
+	}
+	if xe, ok := errors.AsType[*ExhaustedError](err); ok {
 		return xe.Report
-	case errors.As(err, &se):
+	}
+	if se, ok := errors.AsType[*middleware.StatusError](err); ok {
 		return ReportOf(se.Response)
 	}
 	return nil

@@ -22,8 +22,7 @@ func ProcessedBy(err error, wrote bool) Processed {
 	if err == nil {
 		return Responded
 	}
-	var op *net.OpError
-	if !wrote || (errors.As(err, &op) && op.Op == "dial") || KindOf(err) == ErrorRefusedStream {
+	if !wrote || isDial(err) || KindOf(err) == ErrorRefusedStream {
 		return NotSent
 	}
 	return SentNoResponse
@@ -95,15 +94,12 @@ func KindOf(err error) ErrorKind {
 	if errors.Is(err, context.Canceled) {
 		return ErrorCanceled
 	}
-	var cert *tls.CertificateVerificationError
-	var unknownAuthority x509.UnknownAuthorityError
-	var hostname x509.HostnameError
-	var invalid x509.CertificateInvalidError
-	if errors.As(err, &cert) || errors.As(err, &unknownAuthority) || errors.As(err, &hostname) || errors.As(err, &invalid) {
+	// errors.AsType, not errors.As: no allocation on any path.
+	if is[*tls.CertificateVerificationError](err) || is[x509.UnknownAuthorityError](err) ||
+		is[x509.HostnameError](err) || is[x509.CertificateInvalidError](err) {
 		return ErrorCertificate
 	}
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
+	if dns, ok := errors.AsType[*net.DNSError](err); ok {
 		if dns.IsNotFound {
 			return ErrorDNSNotFound
 		}
@@ -115,8 +111,7 @@ func KindOf(err error) ErrorKind {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return ErrorTimeout
 	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		return ErrorTimeout
 	}
 	switch {
@@ -127,28 +122,35 @@ func KindOf(err error) ErrorKind {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return ErrorEOF
 	}
-	var stream http2.StreamError
-	if errors.As(err, &stream) {
+	if stream, ok := errors.AsType[http2.StreamError](err); ok {
 		if stream.Code == http2.ErrCodeRefusedStream {
 			return ErrorRefusedStream
 		}
 		return ErrorProtocol
 	}
-	var goAway http2.GoAwayError
-	if errors.As(err, &goAway) {
+	if goAway, ok := errors.AsType[http2.GoAwayError](err); ok {
 		if goAway.ErrCode == http2.ErrCodeNo {
 			return ErrorGoAway
 		}
 		return ErrorProtocol
 	}
-	var conn http2.ConnectionError
-	if errors.As(err, &conn) {
+	if is[http2.ConnectionError](err) {
 		return ErrorProtocol
 	}
-	var alert tls.AlertError
-	var record tls.RecordHeaderError
-	if errors.As(err, &alert) || errors.As(err, &record) {
+	if is[tls.AlertError](err) || is[tls.RecordHeaderError](err) {
 		return ErrorTLS
 	}
 	return ErrorOther
+}
+
+// is reports whether err's tree holds an E.
+func is[E error](err error) bool {
+	_, ok := errors.AsType[E](err)
+	return ok
+}
+
+// isDial reports whether err failed to dial: nothing was sent.
+func isDial(err error) bool {
+	op, ok := errors.AsType[*net.OpError](err)
+	return ok && op.Op == "dial"
 }

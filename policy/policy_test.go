@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -291,6 +292,34 @@ func BenchmarkDecision(b *testing.B) {
 	for b.Loop() {
 		if d := classify(a); d.Retry {
 			b.Fatal("retry on 200")
+		}
+	}
+}
+
+// The decision allocates nothing, on a status and on the errors a
+// transport returns alike: it runs on every attempt.
+func TestDecisionAllocatesNothing(t *testing.T) {
+	req, _ := http.NewRequest("GET", "http://example.test/", nil)
+	post, _ := http.NewRequest("POST", "http://example.test/", nil)
+	reset := &url.Error{Op: "Get", URL: "http://example.test/", Err: &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}}
+	refused := &url.Error{Op: "Get", URL: "http://example.test/", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+	timeout := &url.Error{Op: "Get", URL: "http://example.test/", Err: context.DeadlineExceeded}
+	for _, p := range []policy.Policy{policy.Default(), policy.Python(), policy.Node(), policy.ReqwestDefault(), policy.Codex()} {
+		for name, a := range map[string]policy.Attempt{
+			"200":           {Request: req, Response: &http.Response{StatusCode: 200}, Number: 1, Processed: policy.Responded},
+			"503":           {Request: req, Response: &http.Response{StatusCode: 503}, Number: 1, Processed: policy.Responded},
+			"reset":         {Request: req, Err: reset, Number: 1, Processed: policy.SentNoResponse},
+			"refused, POST": {Request: post, Err: refused, Number: 1, Processed: policy.NotSent},
+			"timeout":       {Request: req, Err: timeout, Number: 2, Processed: policy.SentNoResponse},
+		} {
+			if n := testing.AllocsPerRun(100, func() { p.Classify(a) }); n != 0 {
+				t.Errorf("%s, %s: %v allocations", p.Name, name, n)
+			}
+			if a.Err != nil {
+				if n := testing.AllocsPerRun(100, func() { policy.ProcessedBy(a.Err, true) }); n != 0 {
+					t.Errorf("ProcessedBy(%s): %v allocations", name, n)
+				}
+			}
 		}
 	}
 }
