@@ -246,8 +246,9 @@ func TestCancellationSendsNothingMore(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			key := t.Name()
 			p := policy.Default()
-			// A 20 s wait: a cancellation that did not end it would let a
-			// second request through, and the count below would catch it.
+			// A wait of seconds (the backoff cap, halved by this jitter): a
+			// cancellation that did not end it would let a second request
+			// through, and the count below would catch it.
 			p.Backoff.Base, p.Rand = 40*time.Second, func() float64 { return 0.5 }
 			retrying := make(chan struct{})
 			var once sync.Once

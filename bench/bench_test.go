@@ -36,5 +36,6 @@ func BenchmarkRetry(b *testing.B) {
 	}
 }
 
-func BenchmarkDecision(b *testing.B)       { Decision(b) }
-func BenchmarkBudgetParallel(b *testing.B) { Budget(b) }
+func BenchmarkDecision(b *testing.B)        { Decision(b) }
+func BenchmarkDecisionOnReset(b *testing.B) { DecisionOnReset(b) }
+func BenchmarkBudgetParallel(b *testing.B)  { Budget(b) }

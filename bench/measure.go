@@ -5,11 +5,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -211,9 +215,20 @@ func PostSends(lib Lib) (int, error) {
 
 // Decision measures the retry decision on the success path.
 func Decision(b *testing.B) {
-	classify := policy.Default().Classify
 	req, _ := http.NewRequest("GET", "http://example.test/", nil)
-	a := policy.Attempt{Request: req, Response: &http.Response{StatusCode: 200}, Number: 1, Processed: policy.Responded}
+	decide(b, policy.Attempt{Request: req, Response: &http.Response{StatusCode: 200}, Number: 1, Processed: policy.Responded})
+}
+
+// DecisionOnReset measures the retry decision on a connection reset, as
+// net/http returns it: the error is classified through its whole chain.
+func DecisionOnReset(b *testing.B) {
+	req, _ := http.NewRequest("GET", "http://example.test/", nil)
+	err := &url.Error{Op: "Get", URL: req.URL.String(), Err: &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}}
+	decide(b, policy.Attempt{Request: req, Err: err, Number: 1, Processed: policy.SentNoResponse})
+}
+
+func decide(b *testing.B, a policy.Attempt) {
+	classify := policy.Default().Classify
 	b.ReportAllocs()
 	for b.Loop() {
 		classify(a)
