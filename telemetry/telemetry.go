@@ -188,14 +188,11 @@ func (o *operation) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if span.IsRecording() {
 		// One call: each grows the span's attributes.
-		attrs := []attribute.KeyValue{
-			semconv.HTTPRequestMethodKey.String(method(req)), semconv.URLFull(RedactURL(req.URL)),
-			AttrAttempts.Int(op.Count()), AttrStopReason.String(string(stop)), {},
-		}
+		attrs := make([]attribute.KeyValue, 0, 5)
+		attrs = append(attrs, semconv.HTTPRequestMethodKey.String(method(req)), semconv.URLFull(RedactURL(req.URL)),
+			AttrAttempts.Int(op.Count()), AttrStopReason.String(string(stop)))
 		if resp != nil {
-			attrs[len(attrs)-1] = semconv.HTTPResponseStatusCode(resp.StatusCode)
-		} else {
-			attrs = attrs[:len(attrs)-1]
+			attrs = append(attrs, semconv.HTTPResponseStatusCode(resp.StatusCode))
 		}
 		span.SetAttributes(attrs...)
 		// Retried errors stay on their attempt spans; this one says how
@@ -248,12 +245,9 @@ func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The retry layer above, if any, numbers the send and watches the wire:
 	// the connections it counts while this RoundTrip runs are this send's,
 	// even when a layer between makes more sends (redirect hops).
-	sender := middleware.SenderFrom(req.Context())
-	resend, conns0 := 0, 0
+	sender, resend, conns0 := middleware.SenderFrom(req.Context()), middleware.Resend(req.Context()), 0
 	if sender != nil {
-		resend, conns0 = sender.Resend(), sender.Conns()
-	} else {
-		resend = middleware.Resend(req.Context())
+		conns0 = sender.Conns()
 	}
 	ctx, span := a.t.tracer.Start(req.Context(), method(req), clientKind)
 	host, port := hostPort(req)
@@ -277,12 +271,15 @@ func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 
-	// The span's attributes, then those the duration metric shares.
-	attrs := make([]attribute.KeyValue, 5, 9)
-	attrs[0], attrs[1], attrs[2] = semconv.HTTPRequestMethodKey.String(method(req)), semconv.ServerAddress(host), semconv.ServerPort(port)
-	attrs[3], attrs[4] = semconv.URLFull(RedactURL(req.URL)), semconv.HTTPRequestResendCount(resend)
-	if resend == 0 {
-		attrs = attrs[:4]
+	// The span's own attributes, then those it shares with the duration
+	// metric: one slice, and one SetAttributes.
+	attrs := make([]attribute.KeyValue, 0, 9)
+	if span.IsRecording() {
+		attrs = append(attrs, semconv.HTTPRequestMethodKey.String(method(req)), semconv.ServerAddress(host),
+			semconv.ServerPort(port), semconv.URLFull(RedactURL(req.URL)))
+		if resend > 0 {
+			attrs = append(attrs, semconv.HTTPRequestResendCount(resend))
+		}
 	}
 	own := len(attrs)
 	switch {
