@@ -245,9 +245,12 @@ func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The retry layer above, if any, numbers the send and watches the wire:
 	// the connections it counts while this RoundTrip runs are this send's,
 	// even when a layer between makes more sends (redirect hops).
-	sender, resend, conns0 := middleware.SenderFrom(req.Context()), middleware.Resend(req.Context()), 0
+	sender := middleware.SenderFrom(req.Context())
+	var resend, conns0 int
 	if sender != nil {
-		conns0 = sender.Conns()
+		resend, conns0 = sender.Resend(), sender.Conns()
+	} else {
+		resend = middleware.Resend(req.Context())
 	}
 	ctx, span := a.t.tracer.Start(req.Context(), method(req), clientKind)
 	host, port := hostPort(req)

@@ -91,8 +91,8 @@ func benchmark(name, lib string, fn func(*testing.B)) row {
 
 // interleaved runs fn for every library, round after round, so that a slow
 // spell of the machine hits them all alike, and keeps each library's
-// median round.
-func interleaved(name string, rounds int, fn func(*testing.B, bench.Lib)) []row {
+// median round; with ratio, divided by bare net/http's too.
+func interleaved(name string, rounds int, fn func(*testing.B, bench.Lib), ratio bool) []row {
 	runs := make([][]row, len(bench.Libs))
 	for range rounds {
 		for i, lib := range bench.Libs {
@@ -104,7 +104,7 @@ func interleaved(name string, rounds int, fn func(*testing.B, bench.Lib)) []row 
 		slices.SortFunc(rs, func(a, b row) int { return cmp.Compare(*a.NsOp, *b.NsOp) })
 		out[i] = rs[len(rs)/2]
 	}
-	if bare := slices.IndexFunc(out, func(r row) bool { return r.Lib == "net/http" }); bare >= 0 {
+	if bare := slices.IndexFunc(out, func(r row) bool { return r.Lib == "net/http" }); ratio && bare >= 0 {
 		for i := range out {
 			out[i].VsNetHTTP = ptr(math.Round(*out[i].NsOp / *out[bare].NsOp * 100) / 100)
 		}
@@ -118,23 +118,19 @@ func measure(rounds int) ([]row, error) {
 	srv := bench.Server
 	var rows []row
 	for _, c := range []struct {
-		name string
-		fn   func(*testing.B, bench.Lib)
+		name  string
+		fn    func(*testing.B, bench.Lib)
+		ratio bool // whether bare net/http does the same work
 	}{
-		{"get-64B", func(b *testing.B, l bench.Lib) { bench.GET(b, srv(b), l, false) }},
-		{"get-overhead-in-memory", func(b *testing.B, l bench.Lib) { bench.Overhead(b, l) }},
-		{"get-64B-parallel", func(b *testing.B, l bench.Lib) { bench.GET(b, srv(b), l, true) }},
-		{"post-64KiB", func(b *testing.B, l bench.Lib) { bench.POST(b, srv(b), l, false) }},
-		{"post-64KiB-parallel", func(b *testing.B, l bench.Lib) { bench.POST(b, srv(b), l, true) }},
-		{"retry-503-503-200", func(b *testing.B, l bench.Lib) { bench.Retry(b, srv(b), l) }},
+		{"get-64B", func(b *testing.B, l bench.Lib) { bench.GET(b, srv(b), l, false) }, true},
+		{"get-overhead-in-memory", func(b *testing.B, l bench.Lib) { bench.Overhead(b, l) }, true},
+		{"get-64B-parallel", func(b *testing.B, l bench.Lib) { bench.GET(b, srv(b), l, true) }, true},
+		{"post-64KiB", func(b *testing.B, l bench.Lib) { bench.POST(b, srv(b), l, false) }, true},
+		{"post-64KiB-parallel", func(b *testing.B, l bench.Lib) { bench.POST(b, srv(b), l, true) }, true},
+		// three sends against bare net/http's one: no ratio
+		{"retry-503-503-200", func(b *testing.B, l bench.Lib) { bench.Retry(b, srv(b), l) }, false},
 	} {
-		rs := interleaved(c.name, rounds, c.fn)
-		if c.name == "retry-503-503-200" {
-			for i := range rs {
-				rs[i].VsNetHTTP = nil // three sends against bare net/http's one: no ratio
-			}
-		}
-		rows = append(rows, rs...)
+		rows = append(rows, interleaved(c.name, rounds, c.fn, c.ratio)...)
 	}
 	for _, fault := range []string{"503", "500", "reset"} {
 		for _, lib := range bench.Libs {
