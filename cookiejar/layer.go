@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"sync/atomic"
 
+	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"golang.org/x/net/publicsuffix"
 )
@@ -84,7 +85,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// Retry layers below see the responses they discard; when this
 	// RoundTrip returns, the layers above see what they saw before.
 	defer op.SwapDiscard(op.SwapDiscard(t.observe))
-	if cookies := t.jar.Cookies(req.URL); len(cookies) > 0 {
+	if cookies := t.jar.Cookies(cookieURL(req)); len(cookies) > 0 {
 		if r == req {
 			r = new(http.Request)
 			*r = *req
@@ -97,14 +98,34 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			r.AddCookie(c)
 		}
 	}
-	resp, err := t.next.RoundTrip(r)
+	resp, err := wire.RoundTrip(t.next, r)
 	if err != nil {
 		return nil, err
 	}
 	if cookies := resp.Cookies(); len(cookies) > 0 {
-		t.jar.SetCookies(req.URL, cookies)
+		t.jar.SetCookies(hopURL(resp, req), cookies)
 	}
 	return resp, nil
+}
+
+// cookieURL is the URL req's cookies belong to: its URL, with its Host when
+// one is set, as net/http's Client has it.
+func cookieURL(req *http.Request) *url.URL {
+	if req.Host == "" || req.Host == req.URL.Host {
+		return req.URL
+	}
+	u := *req.URL
+	u.Host = req.Host
+	return &u
+}
+
+// hopURL is the URL of the request that resp answers, the hop that set its
+// cookies: behind a redirect layer, not the request this layer sent.
+func hopURL(resp *http.Response, sent *http.Request) *url.URL {
+	if resp.Request != nil && resp.Request.URL != nil {
+		return cookieURL(resp.Request)
+	}
+	return cookieURL(sent)
 }
 
 // discarded sees a response a retry layer below throws away: it stores its
@@ -114,8 +135,8 @@ func (t *transport) discarded(resp *http.Response) []string {
 	if len(cookies) == 0 {
 		return nil
 	}
-	if t.capture && resp.Request != nil {
-		t.jar.SetCookies(resp.Request.URL, cookies)
+	if t.capture && resp.Request != nil && resp.Request.URL != nil {
+		t.jar.SetCookies(cookieURL(resp.Request), cookies)
 		return nil
 	}
 	names := make([]string, len(cookies))

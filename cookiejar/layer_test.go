@@ -25,7 +25,7 @@ func TestContract(t *testing.T) { rttest.Contract(t, cookiejar.Layer(cookiejar.C
 // naive retries 503 whatever the method, at once: seed 003's classifier.
 func naive() policy.Policy {
 	p := policy.ReqwestForHost("127.0.0.1")
-	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503)}.Classify
+	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: policy.AnyRequest}.Classify
 	return p
 }
 

@@ -26,7 +26,9 @@ type Op[T any] struct {
 // report and, when it ended without a result, an *Error.
 func Do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
 	rep := &Report{Policy: e.p.Name, Layer: e.layer}
-	v, err := run(ctx, ctx, e, &funcOp[T]{e: e, op: op}, rep)
+	o := &funcOp[T]{e: e, op: op}
+	defer o.endAttempt() // whatever the policy: nothing an attempt started outlives Do
+	v, err := run(ctx, ctx, e, o, rep)
 	return v, rep, err
 }
 
@@ -46,11 +48,14 @@ func DoWithFallback[T any](ctx context.Context, e *Engine, op, fallback Op[T]) (
 }
 
 type funcOp[T any] struct {
-	e  *Engine
-	op Op[T]
+	e      *Engine
+	op     Op[T]
+	cancel context.CancelFunc // ends the attempt in flight's context
 }
 
 func (o *funcOp[T]) attempt(ctx context.Context, n int) (T, attemptInfo, error) {
+	o.endAttempt() // the previous attempt's result is gone
+	ctx, o.cancel = context.WithCancel(ctx)
 	v, err := o.op.Attempt(ctx, n)
 	info := attemptInfo{processed: policy.Responded}
 	if err != nil {
@@ -74,10 +79,17 @@ func (o *funcOp[T]) unsafe(attemptInfo) bool               { return false }
 func (o *funcOp[T]) statusError(T) *middleware.StatusError { return nil }
 func (o *funcOp[T]) abandon()                              {}
 
+func (o *funcOp[T]) endAttempt() {
+	if o.cancel != nil {
+		o.cancel()
+	}
+}
+
 func (o *funcOp[T]) discard(v T) []string {
 	if o.op.Discard != nil {
 		o.op.Discard(v)
 	}
+	o.endAttempt()
 	return nil
 }
 

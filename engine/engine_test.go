@@ -175,7 +175,7 @@ const ms = time.Millisecond
 
 func TestStopReasons(t *testing.T) {
 	naive := policy.Default()
-	naive.Classify = policy.Rules{Statuses: policy.RetryableStatuses(), Errors: func(policy.ErrorKind) bool { return true }}.Classify
+	naive.Classify = policy.Rules{Statuses: policy.RetryableStatuses(), Errors: func(policy.ErrorKind) bool { return true }, Safe: policy.AnyRequest}.Classify
 	tests := []struct {
 		name           string
 		p              policy.Policy

@@ -7,6 +7,7 @@ import (
 	"net/http/httptrace"
 	"sync/atomic"
 
+	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 )
@@ -15,9 +16,11 @@ import (
 // sent at once, outside the backoff and the budget.
 const causeAuth = "auth"
 
-// DrainLimit is how much of a discarded response body the engine reads so
-// the connection can be reused; a longer body closes the connection instead.
-const DrainLimit = 4 << 10
+// DrainLimit is the longest discarded response body the engine reads, for
+// at most a few milliseconds, so the connection can be reused; a body known
+// to be longer is closed unread, and its connection with it. It is
+// net/http's own limit for the redirects it follows.
+const DrainLimit = wire.DrainLimit
 
 // Layer returns the HTTP retry layer, named "retry", running every request
 // that passes through it under the engine's policy.
@@ -75,6 +78,7 @@ type httpOp struct {
 	ctx       middleware.OperationContext // when the operation starts here
 	sends     middleware.SenderContext    // the attempts': names o their Sender
 	outside   middleware.DetachedContext  // the hooks' and RefreshAuth's
+	body      finalBody                   // the returned response's Body
 }
 
 // Resend implements middleware.Sender.
@@ -106,22 +110,22 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		r.Body = body
 	}
 	if o.e.prepare != nil {
+		// Prepare changes this attempt's request, never the caller's: its
+		// own URL and Header.
+		u := *o.req.URL
+		r.URL = &u
 		r.Header = o.req.Header.Clone()
 		if r.Header == nil {
 			r.Header = make(http.Header)
 		}
 		if err := o.e.prepare(r, n); err != nil {
-			if body != nil {
-				body.Close()
+			if r.Body != nil {
+				r.Body.Close() // on the first attempt, the caller's
 			}
 			return nil, attemptInfo{processed: policy.NotSent, resend: o.resend}, err
 		}
 	}
-	resp, err := o.next.RoundTrip(r)
-	if err != nil && resp != nil { // a broken RoundTripper: keep the contract
-		resp.Body.Close()
-		resp = nil
-	}
+	resp, err := wire.RoundTrip(o.next, r)
 	info := attemptInfo{
 		processed:   policy.ProcessedBy(err, tr.wrote.Load()),
 		transparent: tr.transparent(),
@@ -196,14 +200,12 @@ func (o *httpOp) unsafe(info attemptInfo) bool {
 }
 
 // discard shows the response to the observer a layer above installed,
-// then drains a bounded amount so the connection can be reused, and closes
-// the body.
+// then releases it without letting a stalled body hold the operation.
 func (o *httpOp) discard(resp *http.Response) (lost []string) {
 	if obs := o.operation.Discard(); obs != nil {
 		lost = obs(resp)
 	}
-	io.CopyN(io.Discard, resp.Body, DrainLimit)
-	resp.Body.Close()
+	wire.Discard(resp)
 	return lost
 }
 
@@ -217,37 +219,56 @@ func (o *httpOp) abandon() {
 	}
 }
 
+// keep hands resp to the caller with its body watched: the deadlines end
+// when it is read to the end or closed, and a read that fails sets the
+// report's stop and returns an *Error. An empty body has nothing to watch;
+// an upgraded connection (101) is the caller's as it is, no deadline of
+// the engine's bounding it.
 func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
-	if d.none() {
+	if resp.Body == http.NoBody || wire.IsUpgrade(resp) {
+		d.release()
 		return resp
 	}
-	resp.Body = &deadlineBody{rc: resp.Body, d: d}
+	o.body = finalBody{rc: resp.Body, d: d}
+	resp.Body = &o.body
 	return resp
 }
 
-// deadlineBody keeps an attempt's deadlines alive while the caller reads
-// the body, and records in the report why a read failed.
-type deadlineBody struct {
-	rc io.ReadCloser
-	d  deadlines
+// finalBody is the body of the response the engine hands back: it keeps
+// the operation's deadlines alive while the caller reads, and records in
+// the report why a read failed.
+type finalBody struct {
+	rc     io.ReadCloser
+	d      deadlines
+	err    error // the first failure, as returned
+	closed bool
 }
 
-func (b *deadlineBody) Read(p []byte) (int, error) {
+func (b *finalBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
 	n, err := b.rc.Read(p)
 	switch {
+	case err == nil:
 	case err == io.EOF:
 		b.d.release()
-	case err != nil:
-		if stop, ok := b.d.stopFor(); ok {
-			b.d.rep.Stop = stop
-			err = &Error{Report: b.d.rep, Err: err}
+	case b.closed: // a read after Close: the caller's mistake, not the download's
+	default:
+		stop, ok := b.d.stopFor()
+		if !ok {
+			stop = policy.StopBodyFailed
 		}
+		b.d.rep.Stop = stop
+		b.err = &Error{Report: b.d.rep, Err: err}
+		err = b.err
 		b.d.release()
 	}
 	return n, err
 }
 
-func (b *deadlineBody) Close() error {
+func (b *finalBody) Close() error {
+	b.closed = true
 	err := b.rc.Close()
 	b.d.release()
 	return err

@@ -105,6 +105,10 @@ func callerStop(ctx context.Context) policy.StopReason {
 
 // run is the retry loop shared by every kind of operation. The hooks get
 // hookCtx.
+//
+// Hooks, the classifier and the operation's callbacks are the caller's
+// code: if one panics, run releases the result it holds and the deadlines
+// it made, and lets the panic go on.
 func run[T any, O operation[T]](ctx, hookCtx context.Context, e *Engine, o O, rep *Report) (T, error) {
 	var zero T
 	start := e.now()
@@ -112,6 +116,24 @@ func run[T any, O operation[T]](ctx, hookCtx context.Context, e *Engine, o O, re
 	if e.p.Timeout > 0 {
 		opCtx, cancelOp = context.WithTimeout(ctx, e.p.Timeout)
 	}
+	var (
+		held     T    // a result not yet discarded or handed back
+		holding  bool // held is set
+		d        deadlines
+		returned bool
+	)
+	defer func() {
+		if returned {
+			return
+		}
+		if holding {
+			o.discard(held)
+		}
+		d.release()
+		if cancelOp != nil {
+			cancelOp()
+		}
+	}()
 	end := func(stop policy.StopReason) {
 		rep.Stop = stop
 		rep.Elapsed = e.now().Sub(start)
@@ -124,6 +146,7 @@ func run[T any, O operation[T]](ctx, hookCtx context.Context, e *Engine, o O, re
 			cancelOp()
 		}
 		end(stop)
+		returned = true
 		return zero, &Error{Report: rep, Err: err}
 	}
 
@@ -135,11 +158,12 @@ func run[T any, O operation[T]](ctx, hookCtx context.Context, e *Engine, o O, re
 			}
 			return fail(deadlines{caller: ctx, op: opCtx, attempt: opCtx}.mustStop(), err)
 		}
-		d := deadlines{caller: ctx, op: opCtx, attempt: opCtx, cancelOp: cancelOp, rep: rep}
+		d = deadlines{caller: ctx, op: opCtx, attempt: opCtx, cancelOp: cancelOp, rep: rep}
 		if e.p.AttemptTimeout > 0 {
 			d.attempt, d.cancelAt = context.WithTimeout(opCtx, e.p.AttemptTimeout)
 		}
 		v, info, err := o.attempt(d.attempt, n)
+		held, holding = v, err == nil
 		dec := o.decide(n, v, info, err)
 		overruled := false
 		if err != nil {
@@ -173,14 +197,17 @@ func run[T any, O operation[T]](ctx, hookCtx context.Context, e *Engine, o O, re
 			if dec.Retry { // a status the policy wanted to retry: the Ok(503) trap
 				if e.failOnExhausted {
 					if se := o.statusError(v); se != nil {
+						holding = false // statusError closed it
 						d.release()
 						end(stop)
+						returned = true
 						return zero, &ExhaustedError{Report: rep, Last: se}
 					}
 				}
 				e.pitfall(hookCtx, rep, PitfallExhaustedRetryableStatus)
 			}
 			end(stop)
+			returned = true
 			return o.keep(v, d), nil
 		}
 
@@ -188,6 +215,7 @@ func run[T any, O operation[T]](ctx, hookCtx context.Context, e *Engine, o O, re
 			e.pitfall(hookCtx, rep, PitfallNonIdempotentRetried)
 		}
 		if err == nil {
+			holding = false
 			if lost := o.discard(v); len(lost) > 0 {
 				e.pitfall(hookCtx, rep, PitfallCookieLost, lost...)
 			}
@@ -222,10 +250,6 @@ func plan[T any, O operation[T]](e *Engine, hookCtx, opCtx context.Context, o O,
 	if cause == causeAuth {
 		return "", 0, false // fresh credentials: at once
 	}
-	if !e.p.Budget.Withdraw() {
-		e.pitfall(hookCtx, rep, PitfallBudgetExhausted)
-		return policy.StopBudgetExhausted, 0, false
-	}
 	if *backoff == nil {
 		*backoff = e.p.Backoff.New(e.p.Rand)
 	}
@@ -248,6 +272,11 @@ func plan[T any, O operation[T]](e *Engine, hookCtx, opCtx context.Context, o O,
 	}
 	if dl, ok := opCtx.Deadline(); ok && wait > 0 && !e.now().Add(wait).Before(dl) {
 		return policy.StopWaitExceedsBudget, 0, false // a wait that cannot finish is not started
+	}
+	// Last: the budget pays only for a retry that will be sent.
+	if !e.p.Budget.Withdraw() {
+		e.pitfall(hookCtx, rep, PitfallBudgetExhausted)
+		return policy.StopBudgetExhausted, 0, false
 	}
 	return "", wait, fromHint
 }

@@ -16,7 +16,7 @@ import (
 )
 
 func retry503(p *policy.Policy) {
-	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503)}.Classify
+	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: policy.AnyRequest}.Classify
 }
 
 func TestScope(t *testing.T) {

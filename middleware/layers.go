@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/retrystack/retrystack/internal/wire"
 )
 
 // DefaultStatusBodyLimit is how much of an error response's body
@@ -38,7 +40,7 @@ type errorForStatus struct {
 }
 
 func (e *errorForStatus) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := e.next.RoundTrip(req)
+	resp, err := wire.RoundTrip(e.next, req)
 	if err != nil || resp.StatusCode < 400 {
 		return resp, err
 	}
@@ -106,7 +108,7 @@ func (h *header) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("middleware: header: %w", err)
 	}
 	if len(add) == 0 {
-		return h.next.RoundTrip(req)
+		return wire.RoundTrip(h.next, req)
 	}
 	// A shallow copy with its own header map is enough: nothing else changes.
 	r := *req
@@ -117,7 +119,7 @@ func (h *header) RoundTrip(req *http.Request) (*http.Response, error) {
 	for k, v := range add {
 		r.Header[http.CanonicalHeaderKey(k)] = append([]string(nil), v...)
 	}
-	return h.next.RoundTrip(&r)
+	return wire.RoundTrip(h.next, &r)
 }
 
 func (h *header) CloseIdleConnections() { CloseIdleConnections(h.next) }
@@ -150,14 +152,14 @@ var errLayerTimeout = errors.New("middleware: timeout layer deadline")
 func (t *timeout) RoundTrip(req *http.Request) (*http.Response, error) {
 	parent := req.Context()
 	ctx, cancel := context.WithTimeoutCause(parent, t.limit, errLayerTimeout)
-	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	resp, err := wire.RoundTrip(t.next, req.WithContext(ctx))
 	if err != nil {
 		err = t.classify(ctx, err)
 		cancel()
 		return nil, err
 	}
-	if resp.Body == nil {
-		cancel()
+	if resp.Body == http.NoBody || wire.IsUpgrade(resp) {
+		cancel() // nothing to read, or a connection that is the caller's now
 		return resp, nil
 	}
 	resp.Body = &timeoutBody{rc: resp.Body, t: t, ctx: ctx, cancel: cancel}

@@ -19,6 +19,7 @@ const (
 	StopBodyNotReplayable     StopReason = "body-not-replayable"     // retryable, but the body cannot be sent again
 	StopNotIdempotent         StopReason = "not-idempotent"          // retryable, but the request may have had effects
 	StopOutOfScope            StopReason = "out-of-scope"            // the request is outside the policy's scope
+	StopBodyFailed            StopReason = "body-failed"             // the final response's body failed while the caller read it, with no deadline to blame
 )
 
 // Processed says whether the server may already have acted on an attempt.

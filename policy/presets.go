@@ -82,7 +82,7 @@ func Node() Policy {
 // the method, at most twice, at once, with no budget. In Go, net/http
 // resends these itself below every layer, so this policy rarely sees one.
 func ReqwestDefault() Policy {
-	return reqwest("reqwest-default", Rules{Errors: ErrorKind.ProtocolNack}.Classify, nil, Scope{})
+	return reqwest("reqwest-default", Rules{Errors: ErrorKind.ProtocolNack, Safe: AnyRequest}.Classify, nil, Scope{})
 }
 
 // ReqwestForHost returns reqwest 0.13.5's retry::for_host(host): it
@@ -91,13 +91,13 @@ func ReqwestDefault() Policy {
 // once, and checks the host only from the second retry on, so an
 // out-of-scope request is sent twice.
 func ReqwestForHost(host string) Policy {
-	return reqwest("reqwest-for-host", Rules{}.Classify, MustBudget(10*time.Second, 10, 0.2),
+	return reqwest("reqwest-for-host", Rules{Safe: AnyRequest}.Classify, MustBudget(10*time.Second, 10, 0.2),
 		Scope{Hosts: []string{host}, FromSecondRetry: true})
 }
 
 // ReqwestNever returns reqwest 0.13.5's retry::never(): nothing is retried.
 func ReqwestNever() Policy {
-	return reqwest("reqwest-never", Rules{}.Classify, nil, Scope{})
+	return reqwest("reqwest-never", Rules{Safe: AnyRequest}.Classify, nil, Scope{})
 }
 
 func reqwest(name string, classify Classifier, budget *Budget, scope Scope) Policy {

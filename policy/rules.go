@@ -11,8 +11,10 @@ type Rules struct {
 	// Errors picks the transport errors to retry; nil retries none.
 	Errors func(ErrorKind) bool
 	// Safe picks the requests that may be retried whatever happened to
-	// them; nil means every request. The others stop with not-idempotent.
-	// Operations without a request (Attempt.Request nil) are always safe.
+	// them; nil means Idempotent (an idempotent method or an idempotency
+	// key). The others stop with not-idempotent. AnyRequest retries every
+	// request, a POST included: it must be asked for. Operations without a
+	// request (Attempt.Request nil) are always safe.
 	Safe func(*http.Request) bool
 	// ResendUnsentUnsafe lets a request Safe refuses be retried when the
 	// attempt was not sent, so it cannot have had an effect.
@@ -43,8 +45,20 @@ func (r Rules) Classify(a Attempt) Decision {
 		}
 		cause = kind.cause()
 	}
-	if r.Safe != nil && a.Request != nil && !r.Safe(a.Request) && !(r.ResendUnsentUnsafe && a.Processed == NotSent) {
+	if a.Request != nil && !r.safe(a.Request) && !(r.ResendUnsentUnsafe && a.Processed == NotSent) {
 		return Stop(StopNotIdempotent)
 	}
 	return Retry(cause)
 }
+
+func (r Rules) safe(req *http.Request) bool {
+	if r.Safe == nil {
+		return Idempotent(req)
+	}
+	return r.Safe(req)
+}
+
+// AnyRequest is a Rules.Safe that lets every request be retried, whatever
+// its method: what naive clients do (reqwest's classifiers, Codex), and
+// what sends a POST three times. Prefer Idempotent, the default.
+func AnyRequest(*http.Request) bool { return true }

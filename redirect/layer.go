@@ -4,21 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 
+	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 )
 
 // DefaultMaxHops is the hop limit when Config.MaxHops is 0: ten hops are
 // followed, an eleventh fails (net/http's client fails on its tenth).
 const DefaultMaxHops = 10
-
-// drainLimit bounds how much of a 3xx body is read so its connection can be
-// reused; a longer body closes the connection instead.
-const drainLimit = 4 << 10
 
 // Config configures the redirect layer. The zero value follows up to 10
 // hops.
@@ -80,19 +76,19 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	cur := req
 	var via []*http.Request
 	for hops := 0; ; hops++ {
-		resp, err := t.next.RoundTrip(cur)
+		resp, err := wire.RoundTrip(t.next, cur)
 		if err != nil {
 			return nil, err
 		}
 		next, err := t.follow(req, cur, resp, hops, via)
 		if next == nil || err != nil {
 			if err != nil {
-				discard(resp)
+				wire.Discard(resp)
 				return nil, err
 			}
 			return resp, nil
 		}
-		discard(resp)
+		wire.Discard(resp)
 		via = append(via, cur)
 		cur = next
 	}
@@ -143,6 +139,12 @@ func (t *transport) follow(orig, cur *http.Request, resp *http.Response, hops in
 	}
 	next := cur.Clone(ctx)
 	next.Method, next.URL, next.Host = method, u, ""
+	if cur.Host != "" && u.Host == cur.URL.Host {
+		// A custom Host survives a hop to the same host and port, as in
+		// net/http (golang.org/issue/22233, which keeps it for a relative
+		// Location); another host gets its own.
+		next.Host = cur.Host
+	}
 	next.Body, next.GetBody, next.ContentLength = nil, nil, 0
 	if replay {
 		next.GetBody, next.ContentLength = orig.GetBody, orig.ContentLength
@@ -209,13 +211,6 @@ func port(u *url.URL) string {
 		return "443"
 	}
 	return "80"
-}
-
-// discard drains a bounded amount of a body the caller will not see and
-// closes it.
-func discard(resp *http.Response) {
-	io.CopyN(io.Discard, resp.Body, drainLimit)
-	resp.Body.Close()
 }
 
 func (t *transport) CloseIdleConnections() {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"go.opentelemetry.io/otel"
@@ -171,7 +172,7 @@ func (o *operation) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	ctx, op := middleware.WithOperation(req.Context())
 	ctx, span := o.t.tracer.Start(ctx, operationName(method(req)), internalKind)
-	resp, err := o.next.RoundTrip(req.WithContext(ctx))
+	resp, err := wire.RoundTrip(o.next, req.WithContext(ctx))
 
 	var rep *engine.Report
 	if err == nil {
@@ -268,7 +269,7 @@ func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		a.t.prop.Inject(ctx, propagation.HeaderCarrier(r.Header))
 	}
-	resp, err := a.next.RoundTrip(r)
+	resp, err := wire.RoundTrip(a.next, r)
 	if !span.IsRecording() && !a.t.reqDuration.Enabled(ctx) {
 		span.End()
 		return resp, err

@@ -11,10 +11,10 @@ import (
 // the seed's do.
 var (
 	retry503 = func(p *policy.Policy) {
-		p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503)}.Classify
+		p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: policy.AnyRequest}.Classify
 	}
 	retryAnyError = func(p *policy.Policy) {
-		p.Classify = policy.Rules{Errors: func(policy.ErrorKind) bool { return true }}.Classify
+		p.Classify = policy.Rules{Errors: func(policy.ErrorKind) bool { return true }, Safe: policy.AnyRequest}.Classify
 	}
 	forLocalhost = func(p *policy.Policy) { p.Scope.Hosts = []string{"localhost"} }
 )

@@ -1,0 +1,71 @@
+// Package wire holds what every layer of the module does the same way at
+// the net/http boundary: calling the next RoundTripper as net/http's Client
+// would (a nil Body, a nil response, a response with an error), and
+// releasing a response the caller will never see without letting it hold
+// the operation.
+package wire
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// DrainLimit is the longest discarded body that is read so its connection
+// can be reused: net/http's own limit for the redirects it follows
+// (maxBodySlurpSize). A body known to be longer is closed unread.
+const DrainLimit = 2 << 10
+
+// DrainTime bounds the reading of a discarded body: a body that has not
+// arrived by then is closed, and its connection with it. Reuse is worth a
+// few milliseconds, never a stalled operation.
+const DrainTime = 5 * time.Millisecond
+
+// RoundTrip calls next as net/http's Client does, and returns what next
+// returned made to keep the RoundTripper contract: a response together with
+// an error loses the response (its body closed); no response and no error
+// is an error; a nil Body becomes http.NoBody, unless the response claims a
+// length, which is an error, as in net/http.
+func RoundTrip(next http.RoundTripper, req *http.Request) (*http.Response, error) {
+	resp, err := next.RoundTrip(req)
+	switch {
+	case err != nil:
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close()
+		}
+		return nil, err
+	case resp == nil:
+		return nil, fmt.Errorf("http: RoundTripper implementation (%T) returned a nil *Response with a nil error", next)
+	case resp.Body == nil:
+		if resp.ContentLength > 0 && req.Method != http.MethodHead {
+			return nil, fmt.Errorf("http: RoundTripper implementation (%T) returned a *Response with content length %d but a nil Body", next, resp.ContentLength)
+		}
+		resp.Body = http.NoBody
+	}
+	return resp, nil
+}
+
+// Discard releases a response nobody will read: a short body (known to be
+// at most DrainLimit, or of unknown length) is read for at most DrainTime
+// so the connection can be reused, and every body is closed.
+func Discard(resp *http.Response) {
+	if resp == nil || resp.Body == nil {
+		return
+	}
+	body := resp.Body
+	if body != http.NoBody && resp.ContentLength != 0 && resp.ContentLength <= DrainLimit {
+		// A body that stalls is closed under the read, which ends it:
+		// net/http's bodies may be closed while a Read is blocked.
+		t := time.AfterFunc(DrainTime, func() { body.Close() })
+		io.CopyN(io.Discard, body, DrainLimit+1)
+		t.Stop()
+	}
+	body.Close()
+}
+
+// IsUpgrade reports whether resp switches protocols: its Body is then the
+// connection, an io.ReadWriteCloser, and must reach the caller as it is.
+func IsUpgrade(resp *http.Response) bool {
+	return resp.StatusCode == http.StatusSwitchingProtocols
+}
