@@ -526,13 +526,40 @@ func TestProcessedState(t *testing.T) {
 	}
 }
 
+// The retry layer keeps the contract under every configuration that
+// changes its paths: deadlines (its body wrapper), FailOnExhausted (it
+// reads the last body), and a Prepare that signs each attempt's query and
+// headers, or fails.
 func TestLayerContract(t *testing.T) {
-	e, err := New(Config{Policy: policy.Default()})
-	if err != nil {
-		t.Fatal(err)
+	sign := func(req *http.Request, n int) error {
+		q := req.URL.Query()
+		q.Add("sig", strconv.Itoa(n))
+		req.URL.RawQuery = q.Encode()
+		req.Header.Set("Authorization", "token-"+strconv.Itoa(n))
+		return nil
 	}
-	e.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
-	rttest.Contract(t, e.Layer().Wrap)
+	refuse := func(*http.Request, int) error { return errors.New("no credentials") }
+	timed := policy.Default()
+	timed.Timeout, timed.AttemptTimeout = time.Hour, time.Minute
+	for _, tt := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"default", Config{Policy: policy.Default()}},
+		{"deadlines", Config{Policy: timed}},
+		{"fail-on-exhausted", Config{Policy: policy.Default(), FailOnExhausted: true}},
+		{"prepare", Config{Policy: policy.Default(), Prepare: sign}},
+		{"prepare-fails", Config{Policy: policy.Default(), Prepare: refuse}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e, err := New(tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+			rttest.Contract(t, e.Layer().Wrap)
+		})
+	}
 }
 
 func TestNewRejectsBadPolicy(t *testing.T) {

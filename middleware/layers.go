@@ -48,19 +48,15 @@ func (e *errorForStatus) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // ReadStatusError reads at most limit bytes of resp's body (limit <= 0
-// means DefaultStatusBodyLimit), closes it, and returns the *StatusError
+// means DefaultStatusBodyLimit), for at most 100 ms so a stalled body
+// cannot hold the request, closes it, and returns the *StatusError
 // describing resp.
 func ReadStatusError(resp *http.Response, limit int64) *StatusError {
 	if limit <= 0 {
 		limit = DefaultStatusBodyLimit
 	}
-	body, readErr := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	resp.Body.Close()
+	body, truncated := wire.ReadLimited(resp.Body, limit)
 	resp.Body = http.NoBody
-	truncated := readErr != nil || int64(len(body)) > limit
-	if int64(len(body)) > limit {
-		body = body[:limit]
-	}
 	return &StatusError{
 		Response:   resp,
 		StatusCode: resp.StatusCode,

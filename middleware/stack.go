@@ -3,6 +3,8 @@ package middleware
 import (
 	"net/http"
 	"strings"
+
+	"github.com/retrystack/retrystack/internal/wire"
 )
 
 // A Layer is a named wrapper around the next RoundTripper.
@@ -198,7 +200,12 @@ type chain struct {
 	order     string
 }
 
-func (c *chain) RoundTrip(req *http.Request) (*http.Response, error) { return c.top.RoundTrip(req) }
+// RoundTrip sends req through the layers. What comes out keeps the
+// RoundTripper contract whatever a layer or the base returned (see
+// the package documentation).
+func (c *chain) RoundTrip(req *http.Request) (*http.Response, error) {
+	return wire.RoundTrip(c.top, req)
+}
 
 func (c *chain) CloseIdleConnections() {
 	CloseIdleConnections(c.top)

@@ -16,7 +16,9 @@ import (
 //
 // One Budget is shared by every request of a client, every redirect hop
 // included; it is safe for concurrent use, does not allocate, and takes a
-// lock only when its window moves on. A nil *Budget is unlimited.
+// lock only when its window moves on. A nil *Budget is unlimited; so is a
+// zero Budget, which Policy.Validate rejects all the same, since it is
+// more likely a mistake than a wish.
 type Budget struct {
 	deposit, withdraw int64
 	reserve           int64
@@ -35,10 +37,16 @@ type Budget struct {
 
 const budgetSlots = 10
 
+// MinBudgetRatio is the smallest ratio above 0 that NewBudget accepts: one
+// retry per million successes. Below it the amount withdrawn per retry
+// would overflow, and a tiny ratio must never mean "unlimited".
+const MinBudgetRatio = 1e-6
+
 // NewBudget returns a budget with deposits counted for ttl (1 to 60
 // seconds), a reserve of minPerSec retries per second of ttl, and room for
-// ratio retries per deposit (0 to 1000; 0.2 means 20 % extra load, 0 means
-// only the reserve). Out-of-range values are a *ConfigError.
+// ratio retries per deposit (0, or MinBudgetRatio to 1000; 0.2 means 20 %
+// extra load, 0 means only the reserve). Out-of-range values are a
+// *ConfigError.
 //
 // As in tower, a ratio r <= 1 deposits 1 and withdraws floor(1/r) per
 // retry; r > 1 deposits 1000 and withdraws floor(1000/r); r = 0 deposits
@@ -51,6 +59,8 @@ func NewBudget(ttl time.Duration, minPerSec int, ratio float64) (*Budget, error)
 		return nil, &ConfigError{Field: "Budget.MinPerSecond", Value: minPerSec, Reason: "must be between 0 and 2147483646"}
 	case !(ratio >= 0 && ratio <= 1000): // also rejects NaN
 		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be between 0 and 1000"}
+	case ratio > 0 && ratio < MinBudgetRatio:
+		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be 0 or at least 1e-6"}
 	}
 	b := &Budget{window: ttl / budgetSlots, start: time.Now(), since: time.Since}
 	// float32, as tower computes it, so the amounts match to the token.
@@ -79,7 +89,7 @@ func MustBudget(ttl time.Duration, minPerSec int, ratio float64) *Budget {
 
 // Deposit records a request that needed no retry.
 func (b *Budget) Deposit() {
-	if b == nil {
+	if b.unlimited() {
 		return
 	}
 	b.expire()
@@ -90,7 +100,7 @@ func (b *Budget) Deposit() {
 // could. Under concurrent withdrawals the balance may dip below zero by the
 // withdrawals in flight, as in tower.
 func (b *Budget) Withdraw() bool {
-	if b == nil {
+	if b.unlimited() {
 		return true
 	}
 	b.expire()
@@ -102,17 +112,21 @@ func (b *Budget) Withdraw() bool {
 }
 
 // Retries is how many retries the budget would allow now: its level, for
-// telemetry. A nil budget reports -1 (unlimited).
+// telemetry. A nil or zero budget reports -1 (unlimited).
 func (b *Budget) Retries() int {
-	if b == nil {
+	if b.unlimited() {
 		return -1
 	}
 	b.expire()
 	return int(max(b.balance(), 0) / b.withdraw)
 }
 
+// unlimited reports whether b is nil or the zero Budget, which NewBudget
+// never returns (it always withdraws something).
+func (b *Budget) unlimited() bool { return b == nil || b.withdraw == 0 }
+
 func (b *Budget) String() string {
-	if b == nil {
+	if b.unlimited() {
 		return "unlimited"
 	}
 	return fmt.Sprintf("budget(deposit %d, withdraw %d, reserve %d, %d retries left)", b.deposit, b.withdraw, b.reserve, b.Retries())

@@ -64,6 +64,25 @@ func Discard(resp *http.Response) {
 	body.Close()
 }
 
+// ReadTime bounds the reading of a body that a layer turns into a value
+// (an error response's first KiB): what has not arrived by then is left
+// out, and the read reports it as cut short.
+const ReadTime = 100 * time.Millisecond
+
+// ReadLimited reads at most limit bytes of body for at most ReadTime and
+// closes it. cut reports that the body was longer than limit, or failed, or
+// stalled.
+func ReadLimited(body io.ReadCloser, limit int64) (data []byte, cut bool) {
+	t := time.AfterFunc(ReadTime, func() { body.Close() })
+	data, err := io.ReadAll(io.LimitReader(body, limit+1))
+	stopped := t.Stop()
+	body.Close()
+	if int64(len(data)) > limit {
+		return data[:limit], true
+	}
+	return data, err != nil || !stopped
+}
+
 // IsUpgrade reports whether resp switches protocols: its Body is then the
 // connection, an io.ReadWriteCloser, and must reach the caller as it is.
 func IsUpgrade(resp *http.Response) bool {
