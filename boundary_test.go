@@ -105,7 +105,11 @@ type recorder struct {
 
 func (r *recorder) add(s string) { r.mu.Lock(); r.seen = append(r.seen, s); r.mu.Unlock() }
 
-func (r *recorder) get() []string { r.mu.Lock(); defer r.mu.Unlock(); return append([]string(nil), r.seen...) }
+func (r *recorder) get() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.seen...)
+}
 
 // Prepare changes each attempt's own request: the server sees one
 // signature per attempt, and the caller's URL and headers stay as they were.
@@ -421,5 +425,57 @@ func TestNilBodyFromMockTransport(t *testing.T) {
 				t.Errorf("body %q, %v", b, err)
 			}
 		}
+	}
+}
+
+// An upgrade through the whole stack, deadlines and a timeout layer
+// included, hands back the connection: writable, and still open once the
+// deadlines are released.
+func TestUpgradeKeepsTheConnection(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		buf.Flush()
+		io.Copy(conn, buf) // echo until the client closes
+	}))
+	defer srv.Close()
+	p := fastPolicy()
+	p.Timeout, p.AttemptTimeout = time.Hour, time.Minute
+	s, err := retrystack.NewStack(retrystack.Config{Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = s.InsertBefore("retry", middleware.Timeout(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "echo")
+	resp, err := retrystack.Client(s, tr).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	conn, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		t.Fatalf("the 101's body is a %T, not a connection", resp.Body)
+	}
+	if _, err := io.WriteString(conn, "ping"); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(conn, got); err != nil || string(got) != "ping" {
+		t.Errorf("echo %q, %v", got, err)
+	}
+	if rep := engine.ReportOf(resp); rep == nil || len(rep.Attempts) != 1 || rep.Stop != policy.StopSuccess {
+		t.Errorf("report %v", rep)
 	}
 }

@@ -94,3 +94,45 @@ func TestReportString(t *testing.T) {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
+
+// Whatever the policy, the context of an attempt whose result is discarded
+// ends before the next attempt, and the last one's when Do returns.
+func TestDoEndsAttemptContextWithoutTimeouts(t *testing.T) {
+	p := policy.Default()
+	p.Backoff.Base = 1
+	e, err := New(Config{Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ctxs []context.Context
+	var liveAtNext []bool
+	Do(context.Background(), e, Op[int]{
+		Attempt: func(c context.Context, n int) (int, error) {
+			for _, prev := range ctxs {
+				liveAtNext = append(liveAtNext, prev.Err() == nil)
+			}
+			ctxs = append(ctxs, c)
+			if n < 3 {
+				return 0, errors.New("transient")
+			}
+			return n, nil
+		},
+		Classify: func(n int, _ int, err error) policy.Decision {
+			if err != nil {
+				return policy.Retry("error")
+			}
+			return policy.Stop(policy.StopSuccess)
+		},
+	})
+	if len(ctxs) != 3 {
+		t.Fatalf("%d attempts", len(ctxs))
+	}
+	for i, live := range liveAtNext {
+		if live {
+			t.Errorf("a discarded attempt's context was live at a later attempt (%d)", i)
+		}
+	}
+	if ctxs[2].Err() == nil {
+		t.Error("the last attempt's context is still live after Do returned")
+	}
+}

@@ -597,3 +597,27 @@ func TestReportFromStatusError(t *testing.T) {
 		t.Error("a plain error has a report")
 	}
 }
+
+// The budget pays only for a retry that is sent: a retry refused because
+// its wait would not fit (a hint past RetryAfter.Max, a wait past the
+// deadline) leaves the budget as it was.
+func TestBudgetSpentOnlyOnSentRetries(t *testing.T) {
+	for _, path := range []string{"/s/503?retry-after=61", "/s/503?retry-after=30"} {
+		p := policy.Default()
+		p.Timeout = 10 * time.Second // the 30 s hint does not fit
+		p.Budget = policy.MustBudget(10*time.Second, 1, 0.2)
+		before := p.Budget.Retries()
+		f := setup(t, p)
+		resp, rep, err := f.send(context.Background(), "GET", path, "", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if rep.Stop != policy.StopWaitExceedsBudget {
+			t.Fatalf("%s: stop %s", path, rep.Stop)
+		}
+		if after := p.Budget.Retries(); after != before {
+			t.Errorf("%s: budget %d retries before, %d after a retry that was never sent", path, before, after)
+		}
+	}
+}

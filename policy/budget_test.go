@@ -173,3 +173,43 @@ func BenchmarkBudgetParallel(b *testing.B) {
 		}
 	})
 }
+
+// A ratio too small for the arithmetic is refused: it would overflow the
+// amount withdrawn per retry and allow every retry.
+func TestTinyRatioIsRefused(t *testing.T) {
+	for _, r := range []float64{1e-30, 1e-7, math.SmallestNonzeroFloat64} {
+		var ce *ConfigError
+		if _, err := NewBudget(10*time.Second, 10, r); !errors.As(err, &ce) || ce.Field != "Budget.Ratio" {
+			t.Errorf("ratio %g: %v, want a *ConfigError", r, err)
+		}
+	}
+	b, err := NewBudget(10*time.Second, 0, MinBudgetRatio)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manual(b)
+	if n := withdrawals(b); n != 0 {
+		t.Errorf("the smallest ratio, with no reserve and no success, allowed %d retries", n)
+	}
+}
+
+// The zero Budget never panics: it is unlimited, like nil, and a policy
+// refuses it as the mistake it usually is.
+func TestZeroBudget(t *testing.T) {
+	var b Budget
+	b.Deposit()
+	for range 3 {
+		if !b.Withdraw() {
+			t.Fatal("the zero Budget refused a retry")
+		}
+	}
+	if b.Retries() != -1 || b.String() != "unlimited" {
+		t.Errorf("Retries %d, String %q", b.Retries(), b.String())
+	}
+	p := Default()
+	p.Budget = &Budget{}
+	var ce *ConfigError
+	if err := p.Validate(); !errors.As(err, &ce) || ce.Field != "Budget" {
+		t.Errorf("Validate: %v", err)
+	}
+}

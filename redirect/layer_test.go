@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -299,4 +301,60 @@ func mustGet(t *testing.T, url string) *http.Request {
 		t.Fatal(err)
 	}
 	return req
+}
+
+// A custom Host survives a hop to the same host, relative or absolute, as
+// net/http keeps it (golang.org/issue/22233); a hop to another host drops
+// it.
+func TestHostSurvivesSameHostRedirect(t *testing.T) {
+	var other *httptest.Server
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.URL.Path+" "+r.Host)
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/relative":
+			http.Redirect(w, r, "/end", http.StatusFound)
+		case "/absolute":
+			http.Redirect(w, r, "http://"+r.Context().Value(http.LocalAddrContextKey).(net.Addr).String()+"/end", http.StatusFound)
+		case "/cross":
+			http.Redirect(w, r, other.URL+"/end", http.StatusFound)
+		}
+	}))
+	defer srv.Close()
+	other = httptest.NewServer(srv.Config.Handler) // the same handler on another host
+
+	defer other.Close()
+	bare := strings.TrimPrefix(other.URL, "http://")
+	for _, tt := range []struct {
+		path, want string
+	}{
+		{"/relative", "/end virtual.test"},
+		{"/absolute", "/end virtual.test"},
+		{"/cross", "/end " + bare},
+	} {
+		s, err := middleware.NewStack(redirect.Layer(redirect.Config{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := &http.Transport{}
+		req, _ := http.NewRequest("GET", srv.URL+tt.path, nil)
+		req.Host = "virtual.test"
+		mu.Lock()
+		seen = nil
+		mu.Unlock()
+		resp, err := s.Then(tr).RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		mu.Lock()
+		if got := seen[len(seen)-1]; got != tt.want {
+			t.Errorf("%s: last hop saw %q, want %q", tt.path, got, tt.want)
+		}
+		mu.Unlock()
+	}
 }
