@@ -28,11 +28,12 @@ import (
 // stallServer answers with status and a header Content-Length of declared,
 // sends the first 100 bytes, and stalls until the test ends; the last of
 // its answers (after fails of them) is a plain 200.
-func stallServer(t *testing.T, fails int, status, declared int, location string) *httptest.Server {
+// With h2 it speaks HTTP/2 over TLS.
+func stallServer(t *testing.T, h2 bool, fails int, status, declared int, location string) *httptest.Server {
 	t.Helper()
 	release := make(chan struct{})
 	var n atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if int(n.Add(1)) > fails {
 			io.WriteString(w, "ok")
 			return
@@ -49,6 +50,12 @@ func stallServer(t *testing.T, fails int, status, declared int, location string)
 		case <-r.Context().Done():
 		}
 	}))
+	if h2 {
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) }) // before Close, which waits for the handlers
 	return srv
@@ -74,26 +81,34 @@ func TestStalledDiscardedBodyDoesNotHold(t *testing.T) {
 		{"followed 302, long body", 302, 10000, "/next"},
 		{"followed 302, short body", 302, 1000, "/next"},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := stallServer(t, 1, tt.status, tt.declared, tt.location)
-			tr := &http.Transport{}
-			defer tr.CloseIdleConnections()
-			client, err := retrystack.NewClient(retrystack.Config{Policy: fastPolicy(), Transport: tr})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/", nil)
-			resp, err := client.Do(req)
-			if err != nil {
-				t.Fatalf("the stalled body held the operation: %v", err)
-			}
-			defer resp.Body.Close()
-			if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "ok" {
-				t.Errorf("final body %q, %v", b, err)
-			}
-		})
+		for _, h2 := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/h2=%v", tt.name, h2), func(t *testing.T) {
+				srv := stallServer(t, h2, 1, tt.status, tt.declared, tt.location)
+				tr := &http.Transport{}
+				if h2 {
+					tr = srv.Client().Transport.(*http.Transport)
+				}
+				defer tr.CloseIdleConnections()
+				client, err := retrystack.NewClient(retrystack.Config{Policy: fastPolicy(), Transport: tr})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/", nil)
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Fatalf("the stalled body held the operation: %v", err)
+				}
+				defer resp.Body.Close()
+				if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "ok" {
+					t.Errorf("final body %q, %v", b, err)
+				}
+				if h2 && resp.ProtoMajor != 2 {
+					t.Errorf("spoke %s, want HTTP/2", resp.Proto)
+				}
+			})
+		}
 	}
 }
 

@@ -22,8 +22,9 @@ type Config struct {
 	Layer string
 	// Prepare, when set, rebuilds each attempt's request before it is sent
 	// (as Codex's make_req does), so a token or a dynamic header can change
-	// between attempts. It gets a copy with its own Header; an error fails
-	// the attempt as not sent.
+	// between attempts. It gets a copy with its own URL and Header, so the
+	// caller's request never changes and each attempt starts from it; an
+	// error fails the attempt as not sent, and closes its body.
 	Prepare func(req *http.Request, attempt int) error
 	// RefreshAuth, when set, runs once per operation on a 401: if it
 	// succeeds (refreshing credentials that Prepare then uses), the request

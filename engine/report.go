@@ -161,8 +161,10 @@ const (
 )
 
 // Hooks observe operations. Each is called synchronously on the request's
-// goroutine, must be quick, and may be nil. The events point into the live
-// report: read it during the call, or copy what you keep.
+// goroutine, must be quick, must not panic, and may be nil. (One that
+// panics anyway does not leak: the engine closes the response it holds and
+// ends its deadlines before the panic goes on.) The events point into the
+// live report: read it during the call, or copy what you keep.
 type Hooks struct {
 	OnAttempt func(AttemptEvent) // after every attempt, once it is classified
 	OnRetry   func(RetryEvent)   // when a retry is decided, before its wait
