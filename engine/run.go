@@ -69,12 +69,6 @@ func (d deadlines) releaseAttempt() {
 	}
 }
 
-// none reports whether nothing can end the result early: no deadline of
-// the engine's, and a caller's context that is never done.
-func (d deadlines) none() bool {
-	return d.cancelAt == nil && d.cancelOp == nil && d.caller.Done() == nil
-}
-
 // stopFor names why a read or an attempt under these deadlines failed.
 func (d deadlines) stopFor() (policy.StopReason, bool) {
 	switch {
