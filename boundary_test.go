@@ -324,7 +324,7 @@ func TestCookiesStoredUnderTheHopThatSetThem(t *testing.T) {
 	for name, swap := range orders {
 		t.Run(name, func(t *testing.T) {
 			seenA, seenB = recorder{}, recorder{}
-			s, err := retrystack.NewStack(retrystack.Config{Policy: fastPolicy()})
+			s, err := retrystack.NewStack(retrystack.Config{Policy: fastPolicy(), Cookies: cookiejar.Config{Jar: cookiejar.NewJar()}})
 			if err != nil {
 				t.Fatal(err)
 			}

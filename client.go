@@ -1,7 +1,10 @@
 package retrystack
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"reflect"
 
 	"github.com/retrystack/retrystack/cookiejar"
 	"github.com/retrystack/retrystack/engine"
@@ -11,9 +14,10 @@ import (
 	"github.com/retrystack/retrystack/telemetry"
 )
 
-// Config configures the default stack. The zero value is the safe default:
-// policy.Default(), a new cookie jar, up to 10 redirect hops, over
-// http.DefaultTransport.
+// Config configures the entry points. The zero value is the safe default:
+// policy.Default(), no cookie storage, up to 10 redirect hops (NewClient),
+// over http.DefaultTransport. A field the entry point called cannot honour
+// is a *ConfigError, never silently ignored.
 type Config struct {
 	// Policy decides the retries; nil: policy.Default().
 	Policy *policy.Policy
@@ -22,23 +26,86 @@ type Config struct {
 	// FailOnExhausted turns a retryable status the policy gave up on into
 	// an *engine.ExhaustedError.
 	FailOnExhausted bool
-	// Cookies configures the cookie layer.
+	// Prepare, when set, rebuilds each attempt's request before it is
+	// sent (a fresh token, a signature); see engine.Config.Prepare.
+	Prepare func(req *http.Request, attempt int) error
+	// RefreshAuth, when set, runs once per operation on a 401 and, if it
+	// succeeds, sends the request again at once; see
+	// engine.Config.RefreshAuth.
+	RefreshAuth func(ctx context.Context, resp *http.Response) error
+	// Cookies configures the cookie layer. Storage is opt-in: with no Jar
+	// the layer stores and sends nothing. A jar belongs to every caller of
+	// the stack: give one to a client of one user, never to a transport
+	// shared by many (a reverse proxy, a server's outbound client).
 	Cookies cookiejar.Config
-	// Redirect configures the redirect layer.
+	// Redirect configures the redirect layer (NewClient and NewStack).
 	Redirect redirect.Config
-	// Transport is NewClient's base RoundTripper; nil: http.DefaultTransport.
-	// NewStack builds only the layers: pass the base to Client yourself.
+	// Transport is the base RoundTripper of NewClient and NewTransport;
+	// nil: http.DefaultTransport. NewStack builds only the layers and
+	// refuses it: pass the base to Stack.Then or Client.
 	Transport http.RoundTripper
 	// Telemetry, when set, adds the operation span outermost and an attempt
 	// span per physical send innermost, and records retries and pitfalls.
 	Telemetry *telemetry.Telemetry
 }
 
-// NewStack returns the default stack, redirect → cookies → retry (with
-// Telemetry: telemetry → redirect → cookies → retry → attempt-telemetry),
-// or the first configuration error (a *policy.ConfigError or a middleware
-// error).
+// ConfigError reports a setting that the entry point called cannot
+// honour: a Config field, or a field of the *http.Client it returned.
+type ConfigError struct {
+	Field  string // e.g. "Config.Transport", "http.Client.CheckRedirect"
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return "retrystack: " + e.Field + ": " + e.Reason }
+
+// NewTransport returns a retrying http.RoundTripper to hand to an SDK, a
+// reverse proxy or any *http.Client: the retry layer (with Telemetry, the
+// operation and attempt layers around it) over cfg.Transport. It keeps no
+// cookies and follows no redirects: the client above does both, and
+// net/http's Client sends every hop through the transport and runs its Jar
+// per hop, which is reqwest's order. A Cookies or Redirect setting is a
+// *ConfigError here.
+func NewTransport(cfg Config) (http.RoundTripper, error) {
+	switch {
+	case cfg.Cookies != (cookiejar.Config{}):
+		return nil, &ConfigError{Field: "Config.Cookies", Reason: "NewTransport keeps no cookies: set the Jar of the http.Client above it"}
+	case cfg.Redirect.MaxHops != 0 || cfg.Redirect.Check != nil:
+		return nil, &ConfigError{Field: "Config.Redirect", Reason: "NewTransport follows no redirects: set the CheckRedirect of the http.Client above it"}
+	}
+	e, err := newEngine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s, err := middleware.NewStack(withTelemetry(cfg.Telemetry, e.Layer())...)
+	if err != nil {
+		return nil, err
+	}
+	return s.Then(cfg.Transport), nil
+}
+
+// NewStack returns the layers of the default stack, redirect → cookies →
+// retry (with Telemetry: telemetry → redirect → cookies → retry →
+// attempt-telemetry), to reorder, extend and put over a base with
+// Stack.Then or Client; or the first configuration error (a
+// *policy.ConfigError, a middleware error, or a *ConfigError for a
+// Transport, which a stack has none of).
 func NewStack(cfg Config) (middleware.Stack, error) {
+	if cfg.Transport != nil {
+		return middleware.Stack{}, &ConfigError{Field: "Config.Transport", Reason: "NewStack builds only the layers: pass the base to Stack.Then or retrystack.Client"}
+	}
+	return newStack(cfg)
+}
+
+func newStack(cfg Config) (middleware.Stack, error) {
+	e, err := newEngine(cfg)
+	if err != nil {
+		return middleware.Stack{}, err
+	}
+	return middleware.NewStack(withTelemetry(cfg.Telemetry,
+		redirect.Layer(cfg.Redirect), cookiejar.Layer(cfg.Cookies), e.Layer())...)
+}
+
+func newEngine(cfg Config) (*engine.Engine, error) {
 	p := policy.Default()
 	if cfg.Policy != nil {
 		p = *cfg.Policy
@@ -47,32 +114,94 @@ func NewStack(cfg Config) (middleware.Stack, error) {
 	if cfg.Telemetry != nil {
 		hooks = engine.JoinHooks(hooks, cfg.Telemetry.Hooks())
 	}
-	e, err := engine.New(engine.Config{Policy: p, Hooks: hooks, FailOnExhausted: cfg.FailOnExhausted})
-	if err != nil {
-		return middleware.Stack{}, err
-	}
-	layers := []middleware.Layer{redirect.Layer(cfg.Redirect), cookiejar.Layer(cfg.Cookies), e.Layer()}
-	if t := cfg.Telemetry; t != nil {
-		layers = append(append([]middleware.Layer{t.Operation()}, layers...), t.Attempt())
-	}
-	return middleware.NewStack(layers...)
+	return engine.New(engine.Config{Policy: p, Hooks: hooks, FailOnExhausted: cfg.FailOnExhausted,
+		Prepare: cfg.Prepare, RefreshAuth: cfg.RefreshAuth})
 }
 
-// NewClient returns an *http.Client over the default stack.
+// withTelemetry puts t's operation layer outermost and its attempt layer
+// innermost around layers, when t is set.
+func withTelemetry(t *telemetry.Telemetry, layers ...middleware.Layer) []middleware.Layer {
+	if t == nil {
+		return layers
+	}
+	return append(append([]middleware.Layer{t.Operation()}, layers...), t.Attempt())
+}
+
+// NewClient returns an *http.Client over the default stack, redirect →
+// cookies → retry → cfg.Transport, or the first configuration error.
+//
+// The stack follows redirects and keeps cookies itself, so that every hop
+// passes through cookies and retry and one operation covers them all:
+// cfg.Redirect and cfg.Cookies are the client's only redirect and cookie
+// policy (redirect.Config.Check has CheckRedirect's signature). The
+// client's own CheckRedirect hands back whatever 3xx the stack hands back,
+// and its Jar is nil; a request through a client whose CheckRedirect or
+// Jar was changed fails with a *ConfigError saying where the setting
+// goes, rather than have it half-applied.
 func NewClient(cfg Config) (*http.Client, error) {
-	s, err := NewStack(cfg)
+	s, err := NewStack(cfg.withoutTransport())
 	if err != nil {
 		return nil, err
 	}
 	return Client(s, cfg.Transport), nil
 }
 
+func (cfg Config) withoutTransport() Config {
+	cfg.Transport = nil
+	return cfg
+}
+
 // Client returns an *http.Client that sends through s over base (nil:
 // http.DefaultTransport), with the client's own redirect following and
-// cookie jar off so nothing runs twice.
+// cookie jar off so nothing runs twice: CheckRedirect hands back whatever
+// 3xx the stack hands back, and the stack's layers are its only redirect
+// and cookie policy. As with NewClient, a request through it after its
+// CheckRedirect or Jar was changed is a *ConfigError.
 func Client(s middleware.Stack, base http.RoundTripper) *http.Client {
-	return &http.Client{
-		Transport:     s.Then(base),
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	c := &http.Client{CheckRedirect: stackFollows}
+	c.Transport = &clientTransport{client: c, RoundTripper: s.Then(base)}
+	return c
+}
+
+// stackFollows is the CheckRedirect of the clients made here: the stack
+// has followed every redirect it was going to.
+func stackFollows(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+var stackFollowsPC = reflect.ValueOf(stackFollows).Pointer()
+
+// clientTransport is the Transport of the clients made here: it refuses
+// to send while the client's CheckRedirect or Jar would be ignored (or
+// half-applied: net/http would run a Jar around the whole chain of hops,
+// and follow again what the stack handed back).
+type clientTransport struct {
+	client *http.Client
+	http.RoundTripper
+}
+
+func (t *clientTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var err *ConfigError
+	switch c := t.client; {
+	case c.CheckRedirect == nil || reflect.ValueOf(c.CheckRedirect).Pointer() != stackFollowsPC:
+		err = &ConfigError{Field: "http.Client.CheckRedirect", Reason: "the stack follows redirects: set Config.Redirect.Check (redirect.Config.Check) instead"}
+	case c.Jar != nil:
+		err = &ConfigError{Field: "http.Client.Jar", Reason: "the stack keeps cookies per hop: set Config.Cookies.Jar (cookiejar.Config.Jar) instead"}
 	}
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	return t.RoundTripper.RoundTrip(req)
+}
+
+// CloseIdleConnections forwards to the stack.
+func (t *clientTransport) CloseIdleConnections() { middleware.CloseIdleConnections(t.RoundTripper) }
+
+// String names the stack: "redirect → cookies → retry → transport".
+func (t *clientTransport) String() string {
+	if s, ok := t.RoundTripper.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return "retrystack"
 }

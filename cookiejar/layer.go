@@ -12,12 +12,14 @@ import (
 	"golang.org/x/net/publicsuffix"
 )
 
-// Config configures the cookie layer. The zero value keeps cookies in a new
-// standard jar with the public-suffix list and reports, without storing,
-// cookies set on discarded attempts.
+// Config configures the cookie layer. Storage is opt-in, as in net/http's
+// Client and reqwest's default client: the zero value stores and sends no
+// cookies, and the layer passes requests through untouched.
 type Config struct {
-	// Jar holds the cookies; nil: a new net/http/cookiejar.Jar with
-	// golang.org/x/net/publicsuffix.List. It must be safe for concurrent use.
+	// Jar holds the cookies; nil: none are kept. NewJar is the usual one.
+	// It must be safe for concurrent use, and it is shared by every caller
+	// of the stack: one user's jar must never sit in a transport that
+	// serves many (a reverse proxy, a server's outbound client).
 	Jar http.CookieJar
 	// CaptureDiscarded stores the cookies of responses that a retry layer
 	// below throws away, so reqwest's order loses nothing.
@@ -53,14 +55,15 @@ func (j *lazyJar) SetCookies(u *url.URL, cookies []*http.Cookie) {
 }
 
 // Layer returns the cookie layer, named "cookies". Every RoundTripper it
-// wraps shares cfg.Jar (or the one new jar made for this layer).
+// wraps shares cfg.Jar. Without a Jar the layer is only a name in the
+// stack (so orders can still be printed and swapped): it wraps nothing.
 func Layer(cfg Config) middleware.Layer {
 	jar := cfg.Jar
-	if jar == nil {
-		jar = NewJar()
-	}
 	return middleware.Layer{Name: "cookies", Wrap: func(next http.RoundTripper) http.RoundTripper {
 		next = middleware.Base(next)
+		if jar == nil {
+			return next
+		}
 		t := &transport{next: next, jar: jar, capture: cfg.CaptureDiscarded}
 		t.observe = t.discarded
 		return t

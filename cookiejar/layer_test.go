@@ -20,7 +20,20 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestContract(t *testing.T) { rttest.Contract(t, cookiejar.Layer(cookiejar.Config{}).Wrap) }
+func TestContract(t *testing.T) {
+	t.Run("jar", func(t *testing.T) {
+		rttest.Contract(t, cookiejar.Layer(cookiejar.Config{Jar: cookiejar.NewJar()}).Wrap)
+	})
+}
+
+// Without a jar the layer is only a name: it hands the next RoundTripper
+// back, so nothing is stored, nothing sent and nothing spent.
+func TestNoJarWrapsNothing(t *testing.T) {
+	base := &rttest.Base{}
+	if rt := cookiejar.Layer(cookiejar.Config{}).Wrap(base); rt != http.RoundTripper(base) {
+		t.Errorf("the layer without a jar wraps the base in a %T", rt)
+	}
+}
 
 // naive retries 503 whatever the method, at once: seed 003's classifier.
 func naive() policy.Policy {
@@ -54,6 +67,7 @@ func loginThenMe(t *testing.T, cfg cookiejar.Config, order ...string) run {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Jar = cookiejar.NewJar()
 	all, err := middleware.NewStack(cookiejar.Layer(cfg), e.Layer())
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +167,7 @@ func TestCookiesPerRedirectHop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	s, err := middleware.NewStack(redirect.Layer(redirect.Config{}), cookiejar.Layer(cookiejar.Config{}))
+	s, err := middleware.NewStack(redirect.Layer(redirect.Config{}), cookiejar.Layer(cookiejar.Config{Jar: cookiejar.NewJar()}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack"
+	"github.com/retrystack/retrystack/cookiejar"
 	"github.com/retrystack/retrystack/faultserver"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -50,7 +51,7 @@ func setup(t *testing.T, p policy.Policy) *fixture {
 		t.Fatal(err)
 	}
 	p.Backoff.Base = 1 // no real waits
-	f.client, err = retrystack.NewClient(retrystack.Config{Policy: &p, Telemetry: tel, Transport: &http.Transport{}})
+	f.client, err = retrystack.NewClient(retrystack.Config{Policy: &p, Telemetry: tel, Transport: &http.Transport{}, Cookies: cookiejar.Config{Jar: cookiejar.NewJar()}})
 	if err != nil {
 		t.Fatal(err)
 	}

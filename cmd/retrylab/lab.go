@@ -97,7 +97,7 @@ func layers(sc scenario, presetName string, t *trial) ([]middleware.Layer, error
 	out := []middleware.Layer{
 		middleware.ErrorForStatus(0),
 		redirect.Layer(redirect.Config{}),
-		cookiejar.Layer(cookiejar.Config{CaptureDiscarded: sc.capture}),
+		cookiejar.Layer(cookiejar.Config{Jar: cookiejar.NewJar(), CaptureDiscarded: sc.capture}), // the seeds' clients keep cookies
 	}
 	if t.tel != nil {
 		out = append([]middleware.Layer{t.tel.Operation()}, out...)

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/retrystack/retrystack"
+	"github.com/retrystack/retrystack/cookiejar"
 	"github.com/retrystack/retrystack/faultserver"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -40,7 +41,7 @@ func run(w io.Writer) error {
 		func(s middleware.Stack) (middleware.Stack, error) { return s, nil },
 		func(s middleware.Stack) (middleware.Stack, error) { return s.Swap("cookies", "retry") },
 	} {
-		base, err := retrystack.NewStack(retrystack.Config{Policy: &p})
+		base, err := retrystack.NewStack(retrystack.Config{Policy: &p, Cookies: cookiejar.Config{Jar: cookiejar.NewJar()}})
 		if err != nil {
 			return err
 		}
