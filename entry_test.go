@@ -136,7 +136,7 @@ func TestNewClientRedirectPolicy(t *testing.T) {
 
 	jar, _ := cookiejar.New(nil)
 	for name, change := range map[string]func(*http.Client){
-		"CheckRedirect": func(c *http.Client) { c.CheckRedirect = func(*http.Request, []*http.Request) error { return nil } },
+		"CheckRedirect":     func(c *http.Client) { c.CheckRedirect = func(*http.Request, []*http.Request) error { return nil } },
 		"nil CheckRedirect": func(c *http.Client) { c.CheckRedirect = nil },
 		"Jar":               func(c *http.Client) { c.Jar = jar },
 	} {
