@@ -57,7 +57,9 @@ func run(w io.Writer) error {
 	p := policy.Default()
 	p.Backoff.Base = time.Millisecond // scaled down for the demo
 	var attempts []string
-	client, err := retrystack.NewClient(retrystack.Config{
+	// An SDK gets a retrying transport under a client of its own: the
+	// client follows redirects, each hop retried by the transport.
+	rt, err := retrystack.NewTransport(retrystack.Config{
 		Policy: &p,
 		Hooks: engine.Hooks{OnAttempt: func(ev engine.AttemptEvent) {
 			what := string(ev.Attempt.Decision.Stop)
@@ -70,6 +72,7 @@ func run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	client := &http.Client{Transport: rt}
 	defer client.CloseIdleConnections()
 	sdk := &WeatherSDK{HTTP: client, BaseURL: srv.URL()}
 
