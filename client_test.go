@@ -93,3 +93,33 @@ func TestSendsAcrossHops(t *testing.T) {
 		t.Errorf("resend numbers %v, want [0 1 2 3]", resends)
 	}
 }
+
+// NewTransport retries under a client of your own (or an SDK's): the
+// client follows the redirect, and each hop is retried on its own.
+func ExampleNewTransport() {
+	srv, _ := faultserver.New()
+	defer srv.Close()
+
+	p := policy.Default()
+	p.Backoff.Base = 1 // keep the example fast
+	rt, err := retrystack.NewTransport(retrystack.Config{Policy: &p})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	client := &http.Client{Transport: rt}
+	defer client.CloseIdleConnections()
+	fmt.Println(rt)
+
+	resp, err := client.Get(srv.URL() + "/redirect/302/1?to=/fail/1/503")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	rep := engine.ReportOf(resp)
+	fmt.Println(resp.StatusCode, rep.Stop, len(rep.Attempts), "attempts on the last hop")
+	// Output:
+	// retry → transport
+	// 200 success 2 attempts on the last hop
+}
