@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
+	"sync"
 	"sync/atomic"
 
 	"github.com/retrystack/retrystack/internal/wire"
@@ -87,6 +89,13 @@ func (o *httpOp) Resend() int { return o.resend }
 // Conns implements middleware.Sender.
 func (o *httpOp) Conns() int { return int(o.trace.conns.Load()) }
 
+// Peer implements middleware.Sender.
+func (o *httpOp) Peer() net.Addr {
+	o.trace.mu.Lock()
+	defer o.trace.mu.Unlock()
+	return o.trace.peer
+}
+
 func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInfo, error) {
 	var body io.ReadCloser
 	if n > 1 && o.hasBody() {
@@ -145,12 +154,22 @@ type wireTrace struct {
 	conns atomic.Int32
 	wrote atomic.Bool // request headers written
 
+	mu   sync.Mutex
+	peer net.Addr // the last connection's remote address
+
 	client httptrace.ClientTrace
 }
 
 func (t *wireTrace) bind() {
 	t.client = httptrace.ClientTrace{
-		GotConn:      func(httptrace.GotConnInfo) { t.conns.Add(1) },
+		GotConn: func(info httptrace.GotConnInfo) {
+			t.conns.Add(1)
+			if info.Conn != nil {
+				t.mu.Lock()
+				t.peer = info.Conn.RemoteAddr()
+				t.mu.Unlock()
+			}
+		},
 		WroteHeaders: func() { t.wrote.Store(true) },
 	}
 }
@@ -161,6 +180,9 @@ func (t *wireTrace) transparent() int { return max(int(t.conns.Load())-1, 0) }
 func (t *wireTrace) reset() {
 	t.conns.Store(0)
 	t.wrote.Store(false)
+	t.mu.Lock()
+	t.peer = nil
+	t.mu.Unlock()
 }
 
 func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error) policy.Decision {

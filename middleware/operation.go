@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"sync/atomic"
 )
@@ -40,6 +41,9 @@ type Sender interface {
 	// send in flight so far: one per physical send, its own resends
 	// included (docs/hidden-retries.md).
 	Conns() int
+	// Peer is the remote address of the last connection handed out for
+	// the send in flight, or nil.
+	Peer() net.Addr
 }
 
 type (

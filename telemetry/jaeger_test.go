@@ -112,7 +112,7 @@ func fetch(t *testing.T, query string) map[string]summary {
 						switch f.Key {
 						case "event":
 							ev = f.Value.(string) + ev
-						case "pitfall":
+						case "retrystack.pitfall.name":
 							ev += " " + f.Value.(string)
 						}
 					}

@@ -5,9 +5,17 @@ import (
 	"strings"
 )
 
-// signatureParams are the query parameters whose values semantic
-// conventions ask to redact in url.full.
-var signatureParams = map[string]bool{"AWSAccessKeyId": true, "Signature": true, "sig": true, "X-Goog-Signature": true}
+// signatureParams are the query parameters whose values url.full never
+// carries: the semantic conventions' list since v1.42 (X-Amz-Signature,
+// X-Amz-Credential, X-Amz-Security-Token, sig, X-Goog-Signature: AWS SigV4,
+// Azure SAS and Google signed URLs), and the older list's AWSAccessKeyId
+// and Signature, because SigV2 presigned URLs are still in use. The one
+// list, for both spans.
+var signatureParams = map[string]bool{
+	"X-Amz-Signature": true, "X-Amz-Credential": true, "X-Amz-Security-Token": true,
+	"sig": true, "X-Goog-Signature": true,
+	"AWSAccessKeyId": true, "Signature": true,
+}
 
 // RedactURL returns u as url.full should record it: userinfo becomes
 // REDACTED:REDACTED and the values of signature query parameters become

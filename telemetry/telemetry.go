@@ -3,9 +3,14 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
+	"runtime/debug"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +18,7 @@ import (
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
+	"github.com/retrystack/retrystack/redirect"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -32,8 +38,8 @@ const (
 	AttrStopReason = attribute.Key("retrystack.stop_reason")     // policy.StopReason
 	AttrDelay      = attribute.Key("retrystack.retry.delay")     // planned wait, in seconds
 	AttrDelaySrc   = attribute.Key("retrystack.retry.source")    // "policy" or "retry-after"
-	AttrReason     = attribute.Key("reason")                     // the retries metric: Decision.Cause
-	AttrPitfall    = attribute.Key("pitfall")                    // the pitfall's name
+	AttrReason     = attribute.Key("retrystack.retry.reason")    // the retries metric: Decision.Cause
+	AttrPitfall    = attribute.Key("retrystack.pitfall.name")    // the pitfall's name
 	AttrCookies    = attribute.Key("retrystack.pitfall.cookies") // cookie-lost: names, never values
 	AttrLayer      = attribute.Key("retrystack.layer")           // which nested retry level: "http" or "stream"
 )
@@ -46,7 +52,9 @@ const (
 )
 
 // Config injects the providers. Nil fields use the global ones (otel's
-// defaults are no-ops) and W3C TraceContext.
+// defaults are no-ops); a nil Propagator is the global one when the
+// application has set one by the time New runs (as otelhttp uses it), W3C
+// TraceContext otherwise.
 type Config struct {
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
@@ -77,18 +85,25 @@ func New(cfg Config) (*Telemetry, error) {
 		mp = otel.GetMeterProvider()
 	}
 	if prop == nil {
-		prop = propagation.TraceContext{}
+		prop = otel.GetTextMapPropagator()
+		if len(prop.Fields()) == 0 { // the global default, which injects nothing
+			prop = propagation.TraceContext{}
+		}
 	}
-	m := mp.Meter(ScopeName)
-	t := &Telemetry{tracer: tp.Tracer(ScopeName), prop: prop}
+	v := version()
+	m := mp.Meter(ScopeName, metric.WithInstrumentationVersion(v))
+	t := &Telemetry{tracer: tp.Tracer(ScopeName, trace.WithInstrumentationVersion(v)), prop: prop}
 	var errs [6]error
 	t.reqDuration, errs[0] = httpconv.NewClientRequestDuration(m)
 	t.opDuration, errs[1] = m.Float64Histogram("retrystack.client.operation.duration", metric.WithUnit("s"),
-		metric.WithDescription("Duration of logical operations: every attempt, wait and redirect hop."))
+		metric.WithDescription("Duration of logical operations: every attempt, wait and redirect hop, and the read of the final body."),
+		metric.WithExplicitBucketBoundaries(OperationBuckets...))
 	t.resends, errs[2] = m.Int64Histogram("retrystack.client.operation.resends", metric.WithUnit("{resend}"),
-		metric.WithDescription("Sends after the first, per logical operation: retries and redirect hops."))
+		metric.WithDescription("Sends after the first, per logical operation: retries and redirect hops."),
+		metric.WithExplicitBucketBoundaries(ResendBuckets...))
 	t.delay, errs[3] = m.Float64Histogram("retrystack.client.retry.delay", metric.WithUnit("s"),
-		metric.WithDescription("Planned wait before each retry."))
+		metric.WithDescription("Planned wait before each retry."),
+		metric.WithExplicitBucketBoundaries(DelayBuckets...))
 	t.retries, errs[4] = m.Int64Counter("retrystack.client.retries", metric.WithUnit("{retry}"),
 		metric.WithDescription("Retries decided, by reason."))
 	t.pitfalls, errs[5] = m.Int64Counter("retrystack.client.pitfalls", metric.WithUnit("{pitfall}"),
@@ -98,6 +113,37 @@ func New(cfg Config) (*Telemetry, error) {
 	}
 	return t, nil
 }
+
+// Bucket boundaries of retrystack's own histograms, in their units.
+var (
+	// OperationBuckets (seconds): http.client.request.duration's, then on
+	// to a minute, since an operation includes its waits.
+	OperationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60}
+	// DelayBuckets (seconds): from a millisecond, jitter's floor, to a
+	// minute, the default Retry-After cap.
+	DelayBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	// ResendBuckets (sends after the first): each small count on its own.
+	ResendBuckets = []float64{0, 1, 2, 3, 4, 5, 10, 20, 50}
+)
+
+// version is the module's version as the build knows it, for the
+// instrumentation scope: "v1.2.3" in a program that depends on it,
+// "(devel)" in this repository.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Path == modulePath {
+			return bi.Main.Version
+		}
+		for _, d := range bi.Deps {
+			if d.Path == modulePath {
+				return d.Version
+			}
+		}
+	}
+	return ""
+}
+
+const modulePath = "github.com/retrystack/retrystack"
 
 // notMadeByNew is why a Telemetry that New did not make has no layers.
 const notMadeByNew = "a Telemetry must be made by telemetry.New"
@@ -168,48 +214,93 @@ type operation struct {
 	next http.RoundTripper
 }
 
-func (o *operation) RoundTrip(req *http.Request) (*http.Response, error) {
-	start := time.Now()
-	ctx, op := middleware.WithOperation(req.Context())
-	ctx, span := o.t.tracer.Start(ctx, operationName(method(req)), internalKind)
-	resp, err := wire.RoundTrip(o.next, req.WithContext(ctx))
+// opSpan is one logical operation's span and measurements, in one
+// allocation with the body that ends it.
+type opSpan struct {
+	t      *Telemetry
+	ctx    context.Context
+	span   trace.Span
+	start  time.Time
+	method method
+	op     *middleware.Operation
+	rep    *engine.Report // the retry layer's, if any
+	status int            // the final response's; 0 without one
+	body   endingBody
+	start0 [3]attribute.KeyValue // at creation (the SDK copies them)
+	end0   [4]attribute.KeyValue // at the end
+}
 
-	var rep *engine.Report
-	if err == nil {
-		rep = engine.ReportOf(resp)
-	} else {
-		rep = engine.ReportFrom(err)
+func (o *operation) RoundTrip(req *http.Request) (*http.Response, error) {
+	s := &opSpan{t: o.t, start: time.Now(), method: methodOf(req.Method)}
+	ctx, op := middleware.WithOperation(req.Context())
+	s.op = op
+	start := s.method.attrs(s.start0[:0])
+	start = append(start, semconv.URLFull(RedactURL(req.URL)))
+	s.ctx, s.span = o.t.tracer.Start(ctx, s.method.operationName(), internalKind, trace.WithAttributes(start...))
+	resp, err := wire.RoundTrip(o.next, req.WithContext(s.ctx))
+	if err != nil {
+		s.rep = engine.ReportFrom(err)
+		s.finish(err, true)
+		return nil, err
 	}
+	s.rep, s.status = engine.ReportOf(resp), resp.StatusCode
+	if !s.body.watch(resp, s) {
+		s.finish(nil, false)
+	}
+	return resp, nil
+}
+
+// finish ends the operation: at once when it failed or its response has
+// no body to read, else when the caller is done with the body. err is the
+// operation's error (roundTrip) or the body's.
+func (s *opSpan) finish(err error, roundTrip bool) {
 	stop := policy.StopSuccess
 	switch {
-	case rep != nil:
-		stop = rep.Stop
-	case err != nil:
+	case s.rep != nil:
+		stop = s.rep.Stop
+	case err != nil && errors.Is(err, context.Canceled):
+		stop = policy.StopCancelled
+	case err != nil && roundTrip:
 		stop = policy.StopNonRetryable
+	case err != nil:
+		stop = policy.StopBodyFailed
 	}
-	if span.IsRecording() {
-		// One call: each grows the span's attributes.
-		attrs := make([]attribute.KeyValue, 0, 5)
-		attrs = append(attrs, semconv.HTTPRequestMethodKey.String(method(req)), semconv.URLFull(RedactURL(req.URL)),
-			AttrAttempts.Int(op.Count()), AttrStopReason.String(string(stop)))
-		if resp != nil {
-			attrs = append(attrs, semconv.HTTPResponseStatusCode(resp.StatusCode))
+	if s.span.IsRecording() {
+		attrs := append(s.end0[:0], AttrAttempts.Int(s.op.Count()), AttrStopReason.String(string(stop)))
+		if s.status > 0 {
+			attrs = append(attrs, semconv.HTTPResponseStatusCode(s.status))
 		}
-		span.SetAttributes(attrs...)
+		et, failed := "", stop != policy.StopSuccess && stop != policy.StopCancelled && !errors.Is(err, context.Canceled)
+		if failed {
+			switch {
+			case err != nil:
+				et = errorTypeOf(err)
+			case s.status >= 400:
+				et = strconv.Itoa(s.status)
+			default:
+				et = string(stop)
+			}
+			attrs = append(attrs, semconv.ErrorTypeKey.String(et))
+		}
+		s.span.SetAttributes(attrs...)
 		// Retried errors stay on their attempt spans; this one says how
 		// the operation ended. A caller's cancellation is not an error.
-		if stop != policy.StopSuccess && stop != policy.StopCancelled && !errors.Is(err, context.Canceled) {
-			span.SetStatus(codes.Error, string(stop))
+		if failed {
+			s.span.SetStatus(codes.Error, string(stop))
 		}
 	}
-	span.End()
-	if o.t.opDuration.Enabled(ctx) || o.t.resends.Enabled(ctx) {
-		attrs := metric.WithAttributes(semconv.HTTPRequestMethodKey.String(method(req)), AttrStopReason.String(string(stop)))
-		o.t.opDuration.Record(ctx, time.Since(start).Seconds(), attrs)
-		o.t.resends.Record(ctx, int64(max(op.Count()-1, 0)), attrs)
+	s.span.End()
+	if s.t.opDuration.Enabled(s.ctx) || s.t.resends.Enabled(s.ctx) {
+		attrs := metric.WithAttributes(semconv.HTTPRequestMethodKey.String(s.method.name), AttrStopReason.String(string(stop)))
+		s.t.opDuration.Record(s.ctx, time.Since(s.start).Seconds(), attrs)
+		s.t.resends.Record(s.ctx, int64(max(s.op.Count()-1, 0)), attrs)
 	}
-	return resp, err
 }
+
+// bodyDone implements ender.
+func (s *opSpan) bodyDone(err error) { s.finish(err, false) }
+
+func (o *operation) CloseIdleConnections() { middleware.CloseIdleConnections(o.next) }
 
 // The span kinds, as options made once.
 var (
@@ -217,9 +308,47 @@ var (
 	clientKind   = trace.WithSpanKind(trace.SpanKindClient)
 )
 
+// method is a request's method as the conventions record it: one of the
+// known methods, or _OTHER with the original kept apart, so a caller
+// cannot make the metrics' cardinality grow. Methods are case-sensitive:
+// "get" is _OTHER.
+type method struct {
+	name     string // the known method, or "_OTHER"
+	original string // the request's method when name is "_OTHER"
+}
+
+func methodOf(m string) method {
+	switch m {
+	case "":
+		return method{name: http.MethodGet}
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete,
+		http.MethodConnect, http.MethodOptions, http.MethodTrace, http.MethodPatch, "QUERY":
+		return method{name: m}
+	}
+	return method{name: "_OTHER", original: m}
+}
+
+// attrs appends http.request.method and, for _OTHER,
+// http.request.method_original.
+func (m method) attrs(to []attribute.KeyValue) []attribute.KeyValue {
+	to = append(to, semconv.HTTPRequestMethodKey.String(m.name))
+	if m.original != "" {
+		to = append(to, semconv.HTTPRequestMethodOriginal(m.original))
+	}
+	return to
+}
+
+// spanName is the attempt span's name: the method, or "HTTP" for _OTHER.
+func (m method) spanName() string {
+	if m.original != "" {
+		return "HTTP"
+	}
+	return m.name
+}
+
 // operationName avoids building the common span names per request.
-func operationName(method string) string {
-	switch method {
+func (m method) operationName() string {
+	switch m.spanName() {
 	case http.MethodGet:
 		return "retrystack GET"
 	case http.MethodPost:
@@ -231,18 +360,34 @@ func operationName(method string) string {
 	case http.MethodHead:
 		return "retrystack HEAD"
 	}
-	return "retrystack " + method
+	return "retrystack " + m.spanName()
 }
-
-func (o *operation) CloseIdleConnections() { middleware.CloseIdleConnections(o.next) }
 
 type attempt struct {
 	t    *Telemetry
 	next http.RoundTripper
 }
 
+// attemptSpan is one attempt's span and measurement, in one allocation
+// with the body that ends it.
+type attemptSpan struct {
+	t       *Telemetry
+	ctx     context.Context
+	span    trace.Span
+	start   time.Time
+	method  method
+	host    string
+	port    int
+	metered []attribute.KeyValue // the duration metric's, in end0
+	body    endingBody
+	start0  [6]attribute.KeyValue // at creation (the SDK copies them)
+	end0    [4]attribute.KeyValue // from the response: the span's and the metric's
+	span0   [6]attribute.KeyValue // the span's at the headers
+}
+
 func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
-	start := time.Now()
+	s := &attemptSpan{t: a.t, start: time.Now(), method: methodOf(req.Method)}
+	s.host, s.port = hostPort(req)
 	// The retry layer above, if any, numbers the send and watches the wire:
 	// the connections it counts while this RoundTrip runs are this send's,
 	// even when a layer between makes more sends (redirect hops).
@@ -253,13 +398,19 @@ func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
 	} else {
 		resend = middleware.Resend(req.Context())
 	}
-	ctx, span := a.t.tracer.Start(req.Context(), method(req), clientKind)
-	host, port := hostPort(req)
+	// What a sampler should see: the attributes known before the send.
+	start := s.method.attrs(s.start0[:0])
+	start = append(start, semconv.ServerAddress(s.host), semconv.ServerPort(s.port), semconv.URLFull(RedactURL(req.URL)))
+	if resend > 0 {
+		start = append(start, semconv.HTTPRequestResendCount(resend))
+	}
+	ctx, span := a.t.tracer.Start(req.Context(), s.method.spanName(), clientKind, trace.WithAttributes(start...))
+	s.ctx, s.span = ctx, span
 	r := req
-	var conns *atomic.Int32 // connections obtained: one per physical send
+	var watch *ownTrace // the wire, when no retry layer watches it
 	if sender == nil && span.IsRecording() {
-		conns = new(atomic.Int32)
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { conns.Add(1) }})
+		watch = new(ownTrace)
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: watch.gotConn})
 	}
 	if span.SpanContext().IsValid() {
 		r = req.WithContext(ctx)
@@ -275,52 +426,155 @@ func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 
-	// The span's own attributes, then those it shares with the duration
-	// metric: one slice, and one SetAttributes.
-	attrs := make([]attribute.KeyValue, 0, 9)
-	if span.IsRecording() {
-		attrs = append(attrs, semconv.HTTPRequestMethodKey.String(method(req)), semconv.ServerAddress(host),
-			semconv.ServerPort(port), semconv.URLFull(RedactURL(req.URL)))
-		if resend > 0 {
-			attrs = append(attrs, semconv.HTTPRequestResendCount(resend))
-		}
-	}
-	own := len(attrs)
-	switch {
-	case err != nil:
-		kind := policy.KindOf(err)
-		attrs = append(attrs, errorType(kind))
-		if span.IsRecording() && kind != policy.ErrorCanceled { // the caller's cancellation is no error
-			span.SetStatus(codes.Error, kind.String())
-		}
-	default:
+	attrs := s.end0[:0]
+	if err == nil {
 		attrs = append(attrs, semconv.HTTPResponseStatusCode(resp.StatusCode), semconv.NetworkProtocolVersion(protocolVersion(resp)))
 		if resp.StatusCode >= 400 {
-			code := strconv.Itoa(resp.StatusCode)
-			attrs = append(attrs, semconv.ErrorTypeKey.String(code))
+			attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode)))
 			if span.IsRecording() {
-				span.SetStatus(codes.Error, code)
+				span.SetStatus(codes.Error, "") // the status code says it all
 			}
 		}
 	}
+	s.metered = attrs
 	if span.IsRecording() {
-		span.SetAttributes(attrs...)
+		own := s.span0[:0]
+		var peer net.Addr
 		n := 0
 		if sender != nil {
-			n = sender.Conns() - conns0
+			n, peer = sender.Conns()-conns0, sender.Peer()
 		} else {
-			n = int(conns.Load())
+			n, peer = watch.result()
 		}
+		if host, port, ok := splitAddr(peer); ok {
+			own = append(own, semconv.NetworkPeerAddress(host), semconv.NetworkPeerPort(port))
+		}
+		span.SetAttributes(append(own, attrs...)...)
 		for range n - 1 {
 			span.AddEvent(EventTransparent) // a send net/http made on its own
 		}
 	}
-	span.End() // at the headers: the body is the caller's, drained or not
-	a.t.reqDuration.Record(ctx, time.Since(start).Seconds(), httpconv.RequestMethodAttr(method(req)), host, port, attrs[own:]...)
-	return resp, err
+	if err != nil {
+		s.finish(err)
+		return nil, err
+	}
+	if !s.body.watch(resp, s) {
+		s.finish(nil)
+	}
+	return resp, nil
 }
 
+// finish ends the attempt: at once when it failed or its response has no
+// body to read, else when its body is done (read to the end, closed, or
+// failed: err). A caller's cancellation is not an error.
+func (s *attemptSpan) finish(err error) {
+	attrs := s.metered
+	if err != nil && !errors.Is(err, context.Canceled) {
+		kind := policy.KindOf(err)
+		et := errorType(kind)
+		attrs = append(attrs, et)
+		if s.span.IsRecording() {
+			s.span.SetAttributes(et)
+			s.span.SetStatus(codes.Error, kind.String())
+		}
+	}
+	s.span.End()
+	s.t.reqDuration.Record(s.ctx, time.Since(s.start).Seconds(), httpconv.RequestMethodAttr(s.method.name), s.host, s.port, attrs...)
+}
+
+// bodyDone implements ender.
+func (s *attemptSpan) bodyDone(err error) { s.finish(err) }
+
 func (a *attempt) CloseIdleConnections() { middleware.CloseIdleConnections(a.next) }
+
+// ownTrace watches the wire for an attempt layer with no retry layer
+// above: connections handed out and the last one's peer.
+type ownTrace struct {
+	mu    sync.Mutex
+	conns int
+	peer  net.Addr
+}
+
+func (w *ownTrace) gotConn(info httptrace.GotConnInfo) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.conns++
+	if info.Conn != nil {
+		w.peer = info.Conn.RemoteAddr()
+	}
+}
+
+func (w *ownTrace) result() (int, net.Addr) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.conns, w.peer
+}
+
+// splitAddr gives network.peer.address and network.peer.port.
+func splitAddr(a net.Addr) (string, int, bool) {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.IP.String(), a.Port, true
+	case nil:
+		return "", 0, false
+	}
+	host, p, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return "", 0, false
+	}
+	port, _ := strconv.Atoi(p)
+	return host, port, true
+}
+
+// ender is told when a watched body is done.
+type ender interface{ bodyDone(err error) }
+
+// endingBody ends a span when the caller is done with the body: at EOF,
+// at Close, or at a read that fails (err). Once: a body may be closed
+// while a read is blocked (a stalled drain).
+type endingBody struct {
+	rc     io.ReadCloser
+	owner  ender
+	closed atomic.Bool
+	ended  atomic.Bool
+}
+
+// watch wraps resp's body so that owner is told when it is done, and
+// reports whether it did: an empty body has nothing to wait for, and a
+// 101's body is the connection, which must reach the caller as it is.
+func (b *endingBody) watch(resp *http.Response, owner ender) bool {
+	if resp.Body == http.NoBody || wire.IsUpgrade(resp) {
+		return false
+	}
+	b.rc, b.owner = resp.Body, owner
+	resp.Body = b
+	return true
+}
+
+func (b *endingBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	switch {
+	case err == nil:
+	case err == io.EOF:
+		b.end(nil)
+	case !b.closed.Load():
+		b.end(err)
+	}
+	return n, err
+}
+
+func (b *endingBody) Close() error {
+	b.closed.Store(true)
+	err := b.rc.Close()
+	b.end(nil)
+	return err
+}
+
+func (b *endingBody) end(err error) {
+	if b.ended.CompareAndSwap(false, true) {
+		b.owner.bodyDone(err)
+	}
+}
 
 func errorType(k policy.ErrorKind) attribute.KeyValue {
 	if k == policy.ErrorOther {
@@ -329,17 +583,39 @@ func errorType(k policy.ErrorKind) attribute.KeyValue {
 	return semconv.ErrorTypeKey.String(k.String())
 }
 
-func method(req *http.Request) string {
-	if req.Method == "" {
-		return http.MethodGet
+// errorTypeOf names the error an operation ended with: the status of a
+// response made into an error, the hop limit, or the transport error's
+// kind.
+func errorTypeOf(err error) string {
+	if xe, ok := errors.AsType[*engine.ExhaustedError](err); ok {
+		return strconv.Itoa(xe.Last.StatusCode)
 	}
-	return req.Method
+	if se, ok := errors.AsType[*middleware.StatusError](err); ok {
+		return strconv.Itoa(se.StatusCode)
+	}
+	if _, ok := errors.AsType[*redirect.TooManyHopsError](err); ok {
+		return ErrorTypeRedirectLimit
+	}
+	return errorType(policy.KindOf(err)).Value.AsString()
 }
 
-// hostPort returns server.address and server.port, the port always, from
-// the scheme's default when the URL has none.
+// ErrorTypeRedirectLimit is the operation span's error.type when a
+// redirect chain hit the hop limit.
+const ErrorTypeRedirectLimit = "redirect-hop-limit"
+
+// hostPort returns server.address and server.port: from the Host header
+// when the request sets one (the conventions' rule), else from the URL,
+// the port always, from the scheme's default when there is none.
 func hostPort(req *http.Request) (string, int) {
-	host, p := req.URL.Hostname(), req.URL.Port()
+	hostport := req.URL.Host
+	if req.Host != "" {
+		hostport = req.Host
+	}
+	host, p := hostport, ""
+	if h, pp, err := net.SplitHostPort(hostport); err == nil {
+		host, p = h, pp
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 	if p == "" {
 		if req.URL.Scheme == "https" {
 			return host, 443

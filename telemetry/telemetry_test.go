@@ -244,7 +244,7 @@ func TestPitfallEvents(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"pitfall=non-idempotent-retried", "pitfall=cookie-lost", `retrystack.pitfall.cookies=["lb"]`}
+	want := []string{"retrystack.pitfall.name=non-idempotent-retried", "retrystack.pitfall.name=cookie-lost", `retrystack.pitfall.cookies=["lb"]`}
 	if diff := cmp.Diff(want, events); diff != "" {
 		t.Errorf("pitfall events (-want +got):\n%s", diff)
 	}
