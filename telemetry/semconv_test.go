@@ -340,7 +340,8 @@ func TestUnknownMethods(t *testing.T) {
 }
 
 // A status error explains itself: no description. The attributes a
-// sampler needs are given at creation; server.address follows req.Host;
+// sampler needs are given at the attempt span's creation; server.address
+// follows req.Host;
 // network.peer.* name the connection; the scope carries a version.
 func TestAttemptSpanDetails(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(404) }))
@@ -371,8 +372,11 @@ func TestAttemptSpanDetails(t *testing.T) {
 	if diff := cmp.Diff(wantStart, r.sampler.keys("GET")); diff != "" {
 		t.Errorf("attributes the sampler saw on the attempt (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"http.request.method", "url.full"}, r.sampler.keys("retrystack GET")); diff != "" {
-		t.Errorf("attributes the sampler saw on the operation (-want +got):\n%s", diff)
+	// The operation span is INTERNAL, outside the HTTP conventions: its
+	// attributes come at its end, which keeps both spans within
+	// otelhttp's one in cost (docs/telemetry.md).
+	if keys := r.sampler.keys("retrystack GET"); len(keys) != 0 {
+		t.Errorf("attributes the sampler saw on the operation: %v", keys)
 	}
 	if ops[0].InstrumentationScope().Version == "" {
 		t.Error("the instrumentation scope has no version")

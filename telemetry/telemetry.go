@@ -7,9 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -215,29 +215,59 @@ type operation struct {
 }
 
 // opSpan is one logical operation's span and measurements, in one
-// allocation with the body that ends it.
+// allocation with its context and the body that ends it.
 type opSpan struct {
 	t      *Telemetry
-	ctx    context.Context
+	ctx    opContext
 	span   trace.Span
 	start  time.Time
 	method method
 	op     *middleware.Operation
+	url    *url.URL // the request's, and
+	full   string   // its url.full, which the first attempt shares
 	rep    *engine.Report // the retry layer's, if any
 	status int            // the final response's; 0 without one
+	timed  bool           // the metrics record: start is set
 	body   endingBody
-	start0 [3]attribute.KeyValue // at creation (the SDK copies them)
-	end0   [4]attribute.KeyValue // at the end
+	end0   [7]attribute.KeyValue
+}
+
+// opContext is the operation's context: the span's, carrying the
+// operation's numbering (when it starts here) and the opSpan itself, for
+// the attempt layer below.
+type opContext struct {
+	middleware.OperationContext
+	s     *opSpan
+	fresh bool // the Operation in OperationContext is the operation's
+}
+
+type opSpanKey struct{}
+
+// Value answers for the opSpan and, when the operation starts here, for
+// its Operation; it asks the span's context otherwise.
+func (c *opContext) Value(key any) any {
+	if key == (opSpanKey{}) {
+		return c.s
+	}
+	if c.fresh {
+		return c.OperationContext.Value(key)
+	}
+	return c.OperationContext.Context.Value(key)
 }
 
 func (o *operation) RoundTrip(req *http.Request) (*http.Response, error) {
-	s := &opSpan{t: o.t, start: time.Now(), method: methodOf(req.Method)}
-	ctx, op := middleware.WithOperation(req.Context())
-	s.op = op
-	start := s.method.attrs(s.start0[:0])
-	start = append(start, semconv.URLFull(RedactURL(req.URL)))
-	s.ctx, s.span = o.t.tracer.Start(ctx, s.method.operationName(), internalKind, trace.WithAttributes(start...))
-	resp, err := wire.RoundTrip(o.next, req.WithContext(s.ctx))
+	s := &opSpan{t: o.t, method: methodOf(req.Method), url: req.URL}
+	if s.timed = o.t.opDuration.Enabled(req.Context()) || o.t.resends.Enabled(req.Context()); s.timed {
+		s.start = time.Now()
+	}
+	s.full = RedactURL(req.URL)
+	parent := req.Context()
+	if s.op = middleware.OperationFrom(parent); s.op == nil {
+		s.op, s.ctx.fresh = &s.ctx.Operation, true
+	}
+	s.ctx.s = s
+	s.ctx.Context, s.span = o.t.tracer.Start(parent, s.method.operationName(), internalKind...)
+	resp, err := wire.RoundTrip(o.next, req.WithContext(&s.ctx))
 	if err != nil {
 		s.rep = engine.ReportFrom(err)
 		s.finish(err, true)
@@ -266,7 +296,8 @@ func (s *opSpan) finish(err error, roundTrip bool) {
 		stop = policy.StopBodyFailed
 	}
 	if s.span.IsRecording() {
-		attrs := append(s.end0[:0], AttrAttempts.Int(s.op.Count()), AttrStopReason.String(string(stop)))
+		attrs := s.method.attrs(s.end0[:0])
+		attrs = append(attrs, semconv.URLFull(s.full), AttrAttempts.Int(s.op.Count()), AttrStopReason.String(string(stop)))
 		if s.status > 0 {
 			attrs = append(attrs, semconv.HTTPResponseStatusCode(s.status))
 		}
@@ -290,10 +321,10 @@ func (s *opSpan) finish(err error, roundTrip bool) {
 		}
 	}
 	s.span.End()
-	if s.t.opDuration.Enabled(s.ctx) || s.t.resends.Enabled(s.ctx) {
+	if ctx := &s.ctx; s.timed {
 		attrs := metric.WithAttributes(semconv.HTTPRequestMethodKey.String(s.method.name), AttrStopReason.String(string(stop)))
-		s.t.opDuration.Record(s.ctx, time.Since(s.start).Seconds(), attrs)
-		s.t.resends.Record(s.ctx, int64(max(s.op.Count()-1, 0)), attrs)
+		s.t.opDuration.Record(ctx, time.Since(s.start).Seconds(), attrs)
+		s.t.resends.Record(ctx, int64(max(s.op.Count()-1, 0)), attrs)
 	}
 }
 
@@ -302,9 +333,10 @@ func (s *opSpan) bodyDone(err error) { s.finish(err, false) }
 
 func (o *operation) CloseIdleConnections() { middleware.CloseIdleConnections(o.next) }
 
-// The span kinds, as options made once.
+// The span kinds, as options made once: a slice, so that passing them
+// allocates nothing.
 var (
-	internalKind = trace.WithSpanKind(trace.SpanKindInternal)
+	internalKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
 	clientKind   = trace.WithSpanKind(trace.SpanKindClient)
 )
 
@@ -378,15 +410,20 @@ type attemptSpan struct {
 	method  method
 	host    string
 	port    int
-	metered []attribute.KeyValue // the duration metric's, in end0
+	metered []attribute.KeyValue // the duration metric's, in attrs
+	timed   bool                 // the duration metric records: start is set
 	body    endingBody
-	start0  [6]attribute.KeyValue // at creation (the SDK copies them)
-	end0    [4]attribute.KeyValue // from the response: the span's and the metric's
-	span0   [6]attribute.KeyValue // the span's at the headers
+	opts    [2]trace.SpanStartOption
+	// attrs holds the attributes given at creation, which the SDK copies,
+	// and then those of the response: the span's, then the metric's.
+	attrs [6]attribute.KeyValue
 }
 
 func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
-	s := &attemptSpan{t: a.t, start: time.Now(), method: methodOf(req.Method)}
+	s := &attemptSpan{t: a.t, method: methodOf(req.Method)}
+	if s.timed = a.t.reqDuration.Enabled(req.Context()); s.timed {
+		s.start = time.Now()
+	}
 	s.host, s.port = hostPort(req)
 	// The retry layer above, if any, numbers the send and watches the wire:
 	// the connections it counts while this RoundTrip runs are this send's,
@@ -399,12 +436,13 @@ func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
 		resend = middleware.Resend(req.Context())
 	}
 	// What a sampler should see: the attributes known before the send.
-	start := s.method.attrs(s.start0[:0])
-	start = append(start, semconv.ServerAddress(s.host), semconv.ServerPort(s.port), semconv.URLFull(RedactURL(req.URL)))
+	start := s.method.attrs(s.attrs[:0])
+	start = append(start, semconv.ServerAddress(s.host), semconv.ServerPort(s.port), semconv.URLFull(urlFull(req)))
 	if resend > 0 {
 		start = append(start, semconv.HTTPRequestResendCount(resend))
 	}
-	ctx, span := a.t.tracer.Start(req.Context(), s.method.spanName(), clientKind, trace.WithAttributes(start...))
+	s.opts = [2]trace.SpanStartOption{clientKind, trace.WithAttributes(start...)}
+	ctx, span := a.t.tracer.Start(req.Context(), s.method.spanName(), s.opts[:]...)
 	s.ctx, s.span = ctx, span
 	r := req
 	var watch *ownTrace // the wire, when no retry layer watches it
@@ -426,7 +464,23 @@ func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 
-	attrs := s.end0[:0]
+	// The span's own attributes first, then those it shares with the
+	// duration metric.
+	attrs := s.attrs[:0]
+	var transparent int
+	if span.IsRecording() {
+		var peer net.Addr
+		if sender != nil {
+			transparent, peer = sender.Conns()-conns0-1, sender.Peer()
+		} else {
+			transparent, peer = watch.result()
+			transparent--
+		}
+		if host, port, ok := splitAddr(peer); ok {
+			attrs = append(attrs, semconv.NetworkPeerAddress(host), semconv.NetworkPeerPort(port))
+		}
+	}
+	own := len(attrs)
 	if err == nil {
 		attrs = append(attrs, semconv.HTTPResponseStatusCode(resp.StatusCode), semconv.NetworkProtocolVersion(protocolVersion(resp)))
 		if resp.StatusCode >= 400 {
@@ -436,21 +490,10 @@ func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 	}
-	s.metered = attrs
+	s.metered = attrs[own:]
 	if span.IsRecording() {
-		own := s.span0[:0]
-		var peer net.Addr
-		n := 0
-		if sender != nil {
-			n, peer = sender.Conns()-conns0, sender.Peer()
-		} else {
-			n, peer = watch.result()
-		}
-		if host, port, ok := splitAddr(peer); ok {
-			own = append(own, semconv.NetworkPeerAddress(host), semconv.NetworkPeerPort(port))
-		}
-		span.SetAttributes(append(own, attrs...)...)
-		for range n - 1 {
+		span.SetAttributes(attrs...)
+		for range transparent {
 			span.AddEvent(EventTransparent) // a send net/http made on its own
 		}
 	}
@@ -479,13 +522,24 @@ func (s *attemptSpan) finish(err error) {
 		}
 	}
 	s.span.End()
-	s.t.reqDuration.Record(s.ctx, time.Since(s.start).Seconds(), httpconv.RequestMethodAttr(s.method.name), s.host, s.port, attrs...)
+	if s.timed {
+		s.t.reqDuration.Record(s.ctx, time.Since(s.start).Seconds(), httpconv.RequestMethodAttr(s.method.name), s.host, s.port, attrs...)
+	}
 }
 
 // bodyDone implements ender.
 func (s *attemptSpan) bodyDone(err error) { s.finish(err) }
 
 func (a *attempt) CloseIdleConnections() { middleware.CloseIdleConnections(a.next) }
+
+// urlFull is req's url.full: the operation's, already made, when req has
+// the operation's URL (its first hop, without Prepare).
+func urlFull(req *http.Request) string {
+	if op, ok := req.Context().Value(opSpanKey{}).(*opSpan); ok && op.url == req.URL {
+		return op.full
+	}
+	return RedactURL(req.URL)
+}
 
 // ownTrace watches the wire for an attempt layer with no retry layer
 // above: connections handed out and the last one's peer.
@@ -607,15 +661,11 @@ const ErrorTypeRedirectLimit = "redirect-hop-limit"
 // when the request sets one (the conventions' rule), else from the URL,
 // the port always, from the scheme's default when there is none.
 func hostPort(req *http.Request) (string, int) {
-	hostport := req.URL.Host
-	if req.Host != "" {
-		hostport = req.Host
+	u := req.URL
+	if req.Host != "" && req.Host != u.Host {
+		u = &url.URL{Host: req.Host, Scheme: req.URL.Scheme} // on the stack
 	}
-	host, p := hostport, ""
-	if h, pp, err := net.SplitHostPort(hostport); err == nil {
-		host, p = h, pp
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	host, p := u.Hostname(), u.Port()
 	if p == "" {
 		if req.URL.Scheme == "https" {
 			return host, 443
@@ -627,8 +677,15 @@ func hostPort(req *http.Request) (string, int) {
 }
 
 func protocolVersion(resp *http.Response) string {
-	if resp.ProtoMajor == 2 {
+	switch {
+	case resp.ProtoMajor == 1 && resp.ProtoMinor == 1:
+		return "1.1"
+	case resp.ProtoMajor == 2:
 		return "2"
+	case resp.ProtoMajor == 1 && resp.ProtoMinor == 0:
+		return "1.0"
+	case resp.ProtoMajor == 3:
+		return "3"
 	}
 	return strconv.Itoa(resp.ProtoMajor) + "." + strconv.Itoa(resp.ProtoMinor)
 }
