@@ -223,8 +223,8 @@ type opSpan struct {
 	start  time.Time
 	method method
 	op     *middleware.Operation
-	url    *url.URL // the request's, and
-	full   string   // its url.full, which the first attempt shares
+	url    *url.URL       // the request's, and
+	full   string         // its url.full, which the first attempt shares
 	rep    *engine.Report // the retry layer's, if any
 	status int            // the final response's; 0 without one
 	timed  bool           // the metrics record: start is set
