@@ -14,11 +14,16 @@
 // retrystack.Config.Telemetry wires all three.
 //
 // Attempt spans follow the stable HTTP semantic conventions
-// (semconv v1.43.0): http.request.method, server.address, server.port,
-// url.full with userinfo and signature query values redacted,
-// http.response.status_code, error.type, network.protocol.version and
+// (semconv v1.43.0): http.request.method (_OTHER for unknown methods, with
+// http.request.method_original), server.address, server.port, url.full
+// with userinfo and signature query values redacted, and
 // http.request.resend_count, which counts retries and redirect hops in one
-// sequence. Trace context is injected on every attempt.
+// sequence, all given at creation; then network.peer.*,
+// http.response.status_code, network.protocol.version and error.type.
+// Both spans end when the caller is done with the body and record a body
+// that fails; a caller's cancellation is never an error. Trace context is
+// injected on every attempt. docs/telemetry.md lists every attribute,
+// event and metric.
 //
 // Providers and the propagator are injected; with no-op providers the
 // layers cost next to nothing.

@@ -3,14 +3,23 @@
 package telemetry_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/retrystack/retrystack"
+	"github.com/retrystack/retrystack/telemetry"
+	"github.com/retrystack/retrystack/telemetry/otlp"
 )
 
 // jaegerTrace is the part of Jaeger's /api/traces answer the test reads.
@@ -141,4 +150,93 @@ func fetch(t *testing.T, query string) map[string]summary {
 func jsonNumber(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestJaegerBodyFailureAndUnknownMethod sends, through a traced stack that
+// exports to the Jaeger scripts/jaeger-e2e.sh started, a PURGE and a GET
+// whose body is reset halfway, and checks how Jaeger stored them: names,
+// methods, statuses and error types.
+func TestJaegerBodyFailureAndUnknownMethod(t *testing.T) {
+	query, endpoint := os.Getenv("JAEGER_QUERY"), os.Getenv("JAEGER_OTLP")
+	if query == "" || endpoint == "" {
+		t.Fatal("JAEGER_QUERY and JAEGER_OTLP are not set: run scripts/jaeger-e2e.sh")
+	}
+	service := fmt.Sprintf("retrystack-e2e-%d", time.Now().UnixNano())
+	tp, err := otlp.NewTracerProvider(context.Background(), service, endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tel, err := telemetry.New(telemetry.Config{TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/reset" {
+			return
+		}
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + strings.Repeat("x", 100))
+		buf.Flush()
+		conn.(*net.TCPConn).SetLinger(0)
+		conn.Close()
+	}))
+	defer srv.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c, err := retrystack.NewClient(retrystack.Config{Telemetry: tel, Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("PURGE", srv.URL+"/cache", nil)
+	if resp, err := c.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	if resp, err := c.Get(srv.URL + "/reset"); err == nil {
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err := tp.Shutdown(context.Background()); err != nil { // flushes
+		t.Fatal(err)
+	}
+
+	type spanSummary struct{ Name, Method, Original, Stop, ErrorType, Error string }
+	var got []spanSummary
+	deadline := time.Now().Add(30 * time.Second)
+	for len(got) < 4 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond) // spans land 100-200 ms after a flush
+		got = nil
+		resp, err := http.Get(query + "/api/traces?service=" + service + "&limit=10&lookback=1h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct{ Data []jaegerTrace }
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range body.Data {
+			for _, s := range tr.Spans {
+				tags := map[string]string{}
+				for _, tg := range s.Tags {
+					tags[tg.Key] = fmt.Sprint(tg.Value)
+				}
+				got = append(got, spanSummary{s.OperationName, tags["http.request.method"], tags["http.request.method_original"],
+					tags["retrystack.stop_reason"], tags["error.type"], tags["otel.status_code"]})
+			}
+		}
+	}
+	slices.SortFunc(got, func(a, b spanSummary) int { return strings.Compare(a.Name+a.Stop, b.Name+b.Stop) })
+	want := []spanSummary{
+		{Name: "GET", Method: "GET", ErrorType: "reset", Error: "ERROR"},
+		{Name: "HTTP", Method: "_OTHER", Original: "PURGE"},
+		{Name: "retrystack GET", Method: "GET", Stop: "body-failed", ErrorType: "reset", Error: "ERROR"},
+		{Name: "retrystack HTTP", Method: "_OTHER", Original: "PURGE", Stop: "success"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("spans in Jaeger (-want +got):\n%s", diff)
+	}
 }

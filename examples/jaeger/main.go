@@ -7,8 +7,14 @@
 //
 //	go run ./examples/jaeger -otlp http://127.0.0.1:4318
 //
-// and open http://127.0.0.1:16686, service "retrystack-example". Without
-// -otlp the standard OTEL_EXPORTER_OTLP_* variables apply.
+// then read the traces of service "retrystack-example": from the JSON API,
+//
+//	curl '127.0.0.1:16686/api/traces?service=retrystack-example'
+//
+// or in the web UI at http://127.0.0.1:16686, which a Jaeger built from
+// source serves only when started with a UI build
+// (--set extensions.jaeger_query.ui.assets_path=DIR; docs/telemetry.md).
+// Without -otlp the standard OTEL_EXPORTER_OTLP_* variables apply.
 package main
 
 import (
