@@ -2,7 +2,7 @@
 // the success path, the retry path, the storms, the POST on 503, and the
 // budget and decision micro-benchmarks.
 //
-//	cd bench && go run ./cmd/compare [-json] [-benchtime 500ms] [-rounds 5]
+//	cd bench && go run ./cmd/compare [-json] [-benchtime 500ms] [-rounds 5] [-run REGEX]
 //
 // Wall times drift 10-25 % between runs on 2 cores, so every benchmark runs
 // in rounds, the libraries interleaved, and ns/op is the median round;
@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"regexp"
 	"slices"
 	"testing"
 	"text/tabwriter"
@@ -47,6 +48,7 @@ func main() {
 	asJSON := flag.Bool("json", false, "print one JSON object per measurement")
 	benchtime := flag.Duration("benchtime", 500*time.Millisecond, "time per benchmark and round")
 	rounds := flag.Int("rounds", 5, "rounds of each benchmark, the libraries interleaved; ns/op is their median")
+	run := flag.String("run", "", "measure only those whose name matches this regular expression (e.g. in-memory)")
 	flag.Parse()
 	testing.Init()
 	flag.Set("test.benchtime", benchtime.String())
@@ -55,7 +57,12 @@ func main() {
 		os.Exit(2)
 	}
 
-	rows, err := measure(*rounds)
+	only, err := regexp.Compile(*run)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compare: -run:", err)
+		os.Exit(2)
+	}
+	rows, err := measure(*rounds, only)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
@@ -112,7 +119,27 @@ func interleaved(name string, rounds int, fn func(*testing.B, bench.Lib), ratio 
 	return out
 }
 
-func measure(rounds int) ([]row, error) {
+// spanCost is what tracing adds in memory: retrystack's operation and
+// attempt spans over retrystack, otelhttp's one span over bare net/http.
+func spanCost(in []row) []row {
+	by := map[string]row{}
+	for _, r := range in {
+		by[r.Lib] = r
+	}
+	var out []row
+	for _, p := range [][2]string{{"retrystack+otel", "retrystack"}, {"otelhttp", "net/http"}} {
+		with, ok1 := by[p[0]]
+		without, ok2 := by[p[1]]
+		if !ok1 || !ok2 {
+			continue
+		}
+		out = append(out, row{Name: "spans-cost-in-memory", Lib: p[0],
+			NsOp: ptr(*with.NsOp - *without.NsOp), AllocsOp: ptr(*with.AllocsOp - *without.AllocsOp), BytesOp: ptr(*with.BytesOp - *without.BytesOp)})
+	}
+	return out
+}
+
+func measure(rounds int, only *regexp.Regexp) ([]row, error) {
 	// A server of its own for each run: closing it closes the connections
 	// a library leaked, which would otherwise pile up across rounds.
 	srv := bench.Server
@@ -130,7 +157,17 @@ func measure(rounds int) ([]row, error) {
 		// three sends against bare net/http's one: no ratio
 		{"retry-503-503-200", func(b *testing.B, l bench.Lib) { bench.Retry(b, srv(b), l) }, false},
 	} {
-		rows = append(rows, interleaved(c.name, rounds, c.fn, c.ratio)...)
+		if !only.MatchString(c.name) {
+			continue
+		}
+		out := interleaved(c.name, rounds, c.fn, c.ratio)
+		rows = append(rows, out...)
+		if c.name == "get-overhead-in-memory" {
+			rows = append(rows, spanCost(out)...)
+		}
+	}
+	if !only.MatchString("storm-post-on-503-sends-decision-budget") {
+		return rows, nil
 	}
 	for _, fault := range []string{"503", "500", "reset"} {
 		for _, lib := range bench.Libs {
