@@ -6,7 +6,7 @@
 // cookies → retry → transport, it sees only the response the retry layer
 // finally hands back: a Set-Cookie on an attempt the retry layer threw away
 // never reaches the jar (seed 003's "cookie loss"). The layer installs a
-// middleware.DiscardObserver that the retry layers below it call: the
+// discard observer in the operation that the retry layers below it call: the
 // engine then reports the pitfall cookie-lost with the cookie names (never
 // their values), or, with Config.CaptureDiscarded, the layer stores those
 // cookies too, so nothing is lost. Swapping the two layers

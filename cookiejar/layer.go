@@ -1,12 +1,12 @@
 package cookiejar
 
 import (
-	"context"
 	"net/http"
 	stdjar "net/http/cookiejar"
 	"net/url"
 	"sync/atomic"
 
+	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"golang.org/x/net/publicsuffix"
@@ -74,20 +74,16 @@ type transport struct {
 	next    http.RoundTripper
 	jar     http.CookieJar
 	capture bool
-	observe middleware.DiscardObserver // t.discarded, bound once
+	observe operation.DiscardObserver // t.discarded, bound once
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	r := req
-	op := middleware.OperationFrom(req.Context())
-	if op == nil {
-		var ctx context.Context
-		ctx, op = middleware.WithOperation(req.Context())
-		r = req.WithContext(ctx)
+	if op := operation.From(req.Context()); op != nil {
+		// Retry layers below see the responses they discard; when this
+		// RoundTrip returns, the layers above see what they saw before.
+		defer op.SwapDiscard(op.SwapDiscard(t.observe))
 	}
-	// Retry layers below see the responses they discard; when this
-	// RoundTrip returns, the layers above see what they saw before.
-	defer op.SwapDiscard(op.SwapDiscard(t.observe))
 	if cookies := t.jar.Cookies(cookieURL(req)); len(cookies) > 0 {
 		if r == req {
 			r = new(http.Request)

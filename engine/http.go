@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -50,12 +51,8 @@ var _ http.RoundTripper = (*Transport)(nil)
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	o := &httpOp{e: t.e, next: t.next, req: req, rep: Report{Policy: t.e.p.Name, Layer: t.e.layer}}
 	o.rep.Attempts = o.rep.attempt[:0]
-	ctx := req.Context()
-	if o.operation = middleware.OperationFrom(ctx); o.operation == nil { // the operation starts here
-		o.ctx.Context = ctx
-		ctx, o.operation = &o.ctx, &o.ctx.Operation
-	}
-	o.sends = middleware.SenderContext{Context: ctx, Sender: o}
+	o.operation = operation.From(req.Context()) // nil outside a Stack: sends numbered here
+	o.sends = operation.SenderContext{Context: req.Context(), Sender: o}
 	o.outside.Context = req.Context()
 	o.trace.bind()
 	return run(&o.sends, &o.outside, t.e, o, &o.rep)
@@ -72,24 +69,30 @@ type httpOp struct {
 	e         *Engine
 	next      http.RoundTripper
 	req       *http.Request
-	operation *middleware.Operation
-	resend    int  // the number of the send in flight
-	refreshed bool // RefreshAuth ran for this operation
+	operation *operation.Operation // the stack's; nil outside a Stack
+	attempts  int                  // attempts made, for numbering outside a Stack
+	refreshed bool                 // RefreshAuth ran for this operation
 	rep       Report
 	trace     wireTrace
-	ctx       middleware.OperationContext // when the operation starts here
-	sends     middleware.SenderContext    // the attempts': names o their Sender
-	outside   middleware.DetachedContext  // the hooks' and RefreshAuth's
-	body      finalBody                   // the returned response's Body
+	sends     operation.SenderContext // the attempts': names o their Sender
+	outside   operation.Detached      // the hooks' and RefreshAuth's
+	body      finalBody               // the returned response's Body
 }
 
-// Resend implements middleware.Sender.
-func (o *httpOp) Resend() int { return o.resend }
+// resend numbers the send about to be made: the sends of the operation so
+// far (the stack's counter next to the base transport counts them all,
+// redirect hops included), or this layer's own attempts outside a Stack.
+func (o *httpOp) resend() int {
+	if o.operation != nil {
+		return o.operation.Sends()
+	}
+	return o.attempts
+}
 
-// Conns implements middleware.Sender.
+// Conns implements operation.Sender.
 func (o *httpOp) Conns() int { return int(o.trace.conns.Load()) }
 
-// Peer implements middleware.Sender.
+// Peer implements operation.Sender.
 func (o *httpOp) Peer() net.Addr {
 	o.trace.mu.Lock()
 	defer o.trace.mu.Unlock()
@@ -106,7 +109,8 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	}
 	tr := &o.trace
 	tr.reset()
-	o.resend = o.operation.Next()
+	resend := o.resend()
+	o.attempts++
 	ct := &tr.client
 	if httptrace.ContextClientTrace(ctx) != nil {
 		// WithClientTrace composes the caller's trace into the one it is
@@ -131,14 +135,14 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 			if r.Body != nil {
 				r.Body.Close() // on the first attempt, the caller's
 			}
-			return nil, attemptInfo{processed: policy.NotSent, resend: o.resend}, err
+			return nil, attemptInfo{processed: policy.NotSent, resend: resend}, err
 		}
 	}
 	resp, err := wire.RoundTrip(o.next, r)
 	info := attemptInfo{
 		processed:   policy.ProcessedBy(err, tr.wrote.Load()),
 		transparent: tr.transparent(),
-		resend:      o.resend,
+		resend:      resend,
 	}
 	return resp, info, err
 }
@@ -224,8 +228,10 @@ func (o *httpOp) unsafe(info attemptInfo) bool {
 // discard shows the response to the observer a layer above installed,
 // then releases it without letting a stalled body hold the operation.
 func (o *httpOp) discard(resp *http.Response) (lost []string) {
-	if obs := o.operation.Discard(); obs != nil {
-		lost = obs(resp)
+	if o.operation != nil {
+		if obs := o.operation.Discard(); obs != nil {
+			lost = obs(resp)
+		}
 	}
 	wire.Discard(resp)
 	return lost

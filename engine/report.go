@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 )
@@ -83,7 +84,7 @@ func ReportOf(resp *http.Response) *Report {
 	if resp == nil || resp.Request == nil {
 		return nil
 	}
-	if o, ok := middleware.SenderFrom(resp.Request.Context()).(*httpOp); ok {
+	if o, ok := operation.SenderFrom(resp.Request.Context()).(*httpOp); ok {
 		return &o.rep
 	}
 	return nil
@@ -176,7 +177,7 @@ type Hooks struct {
 type AttemptEvent struct {
 	// Context is the operation's: its values, deadline and span. A
 	// request made with it is an operation of its own, not a send of
-	// this one (see middleware.DetachedContext).
+	// this one.
 	Context context.Context
 	Report  *Report
 	Attempt AttemptRecord

@@ -10,9 +10,9 @@ import (
 	"github.com/sethvargo/go-retry"
 )
 
-// operation is one logical operation as the loop sees it. The HTTP layer
+// loopOp is one logical operation as the loop sees it. The HTTP layer
 // and Do implement it; the loop calls it only from the caller's goroutine.
-type operation[T any] interface {
+type loopOp[T any] interface {
 	// attempt sends attempt n (1-based) under ctx.
 	attempt(ctx context.Context, n int) (T, attemptInfo, error)
 	// decide classifies a finished attempt.
@@ -103,7 +103,7 @@ func callerStop(ctx context.Context) policy.StopReason {
 // Hooks, the classifier and the operation's callbacks are the caller's
 // code: if one panics, run releases the result it holds and the deadlines
 // it made, and lets the panic go on.
-func run[T any, O operation[T]](ctx, hookCtx context.Context, e *Engine, o O, rep *Report) (T, error) {
+func run[T any, O loopOp[T]](ctx, hookCtx context.Context, e *Engine, o O, rep *Report) (T, error) {
 	var zero T
 	start := e.now()
 	opCtx, cancelOp := ctx, context.CancelFunc(nil)
@@ -227,7 +227,7 @@ func run[T any, O operation[T]](ctx, hookCtx context.Context, e *Engine, o O, re
 
 // plan decides whether a wanted retry happens and how long to wait first.
 // It returns a stop reason when it does not.
-func plan[T any, O operation[T]](e *Engine, hookCtx, opCtx context.Context, o O, v T, err error, n int, cause string, backoff *retry.Backoff, rep *Report) (stop policy.StopReason, wait time.Duration, fromHint bool) {
+func plan[T any, O loopOp[T]](e *Engine, hookCtx, opCtx context.Context, o O, v T, err error, n int, cause string, backoff *retry.Backoff, rep *Report) (stop policy.StopReason, wait time.Duration, fromHint bool) {
 	if !o.covered() {
 		if !e.p.Scope.FromSecondRetry || n > 1 {
 			return policy.StopOutOfScope, 0, false

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/wire"
 )
 
@@ -99,7 +100,7 @@ func (s Stack) String() string {
 // call. Then panics if a layer's Wrap returns nil: that layer is broken.
 func (s Stack) Then(base http.RoundTripper) http.RoundTripper {
 	base = Base(base)
-	rt := base
+	var rt http.RoundTripper = operation.Counter{Base: base} // the one writer of the send count
 	for i := len(s.layers) - 1; i >= 0; i-- {
 		rt = s.layers[i].Wrap(rt)
 		if rt == nil {
@@ -200,11 +201,12 @@ type chain struct {
 	order     string
 }
 
-// RoundTrip sends req through the layers. What comes out keeps the
-// RoundTripper contract whatever a layer or the base returned (see
-// the package documentation).
+// RoundTrip sends req through the layers, as one logical operation that
+// they share (a request that already belongs to one stays in it). What
+// comes out keeps the RoundTripper contract whatever a layer or the base
+// returned (see the package documentation).
 func (c *chain) RoundTrip(req *http.Request) (*http.Response, error) {
-	return wire.RoundTrip(c.top, req)
+	return wire.RoundTrip(c.top, operation.Start(req))
 }
 
 func (c *chain) CloseIdleConnections() {

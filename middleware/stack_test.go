@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/rttest"
 	"github.com/retrystack/retrystack/middleware"
 )
@@ -147,8 +148,9 @@ func TestThenNilBaseIsDefaultTransport(t *testing.T) {
 	spy := middleware.Layer{Name: "spy", Wrap: func(next http.RoundTripper) http.RoundTripper { got = next; return next }}
 	s, _ := middleware.NewStack(spy)
 	s.Then(nil)
-	if got != http.DefaultTransport {
-		t.Errorf("inner of the last layer = %T, want http.DefaultTransport", got)
+	// The innermost layer wraps the stack's send counter over the base.
+	if c, ok := got.(operation.Counter); !ok || c.Base != http.DefaultTransport {
+		t.Errorf("inner of the last layer = %#v, want the counter over http.DefaultTransport", got)
 	}
 }
 

@@ -1,7 +1,6 @@
 package redirect
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -133,11 +132,7 @@ func (t *transport) follow(orig, cur *http.Request, resp *http.Response, hops in
 		}
 	}
 
-	ctx := cur.Context() // a hop's: it carries the operation
-	if hops == 0 {
-		ctx = hopContext(orig, resp)
-	}
-	next := cur.Clone(ctx)
+	next := cur.Clone(cur.Context()) // it carries the operation: one send count for every hop
 	next.Method, next.URL, next.Host = method, u, ""
 	if cur.Host != "" && u.Host == cur.URL.Host {
 		// A custom Host survives a hop to the same host and port, as in
@@ -174,25 +169,6 @@ func (t *transport) follow(orig, cur *http.Request, resp *http.Response, hops in
 		next.Body = body
 	}
 	return next, nil
-}
-
-// hopContext is the caller's context carrying the operation the layers
-// below started on the first hop, or a new one: one operation, one send
-// count, whatever the number of hops. Nothing is set up for a request that
-// is not redirected.
-func hopContext(req *http.Request, resp *http.Response) context.Context {
-	ctx := req.Context()
-	if middleware.OperationFrom(ctx) != nil {
-		return ctx
-	}
-	if resp.Request != nil {
-		if op := middleware.OperationFrom(resp.Request.Context()); op != nil {
-			return middleware.ContinueOperation(ctx, op)
-		}
-	}
-	ctx, op := middleware.WithOperation(ctx)
-	op.Next() // nobody below numbered the first hop's send
-	return ctx
 }
 
 func hasBody(r *http.Request) bool { return r.Body != nil && r.Body != http.NoBody }

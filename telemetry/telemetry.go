@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -158,7 +159,7 @@ func (t *Telemetry) Operation() middleware.Layer {
 		return middleware.InvalidLayer("telemetry", notMadeByNew)
 	}
 	return middleware.Layer{Name: "telemetry", Wrap: func(next http.RoundTripper) http.RoundTripper {
-		return &operation{t: t, next: middleware.Base(next)}
+		return &operationLayer{t: t, next: middleware.Base(next)}
 	}}
 }
 
@@ -171,7 +172,7 @@ func (t *Telemetry) Attempt() middleware.Layer {
 		return middleware.InvalidLayer("attempt-telemetry", notMadeByNew)
 	}
 	return middleware.Layer{Name: "attempt-telemetry", Wrap: func(next http.RoundTripper) http.RoundTripper {
-		return &attempt{t: t, next: middleware.Base(next)}
+		return &attemptLayer{t: t, next: middleware.Base(next)}
 	}}
 }
 
@@ -209,7 +210,7 @@ func (t *Telemetry) onPitfall(ev engine.PitfallEvent) {
 	t.pitfalls.Add(ev.Context, 1, metric.WithAttributes(AttrPitfall.String(string(ev.Pitfall))))
 }
 
-type operation struct {
+type operationLayer struct {
 	t    *Telemetry
 	next http.RoundTripper
 }
@@ -222,49 +223,41 @@ type opSpan struct {
 	span   trace.Span
 	start  time.Time
 	method method
-	op     *middleware.Operation
-	url    *url.URL       // the request's, and
-	full   string         // its url.full, which the first attempt shares
-	rep    *engine.Report // the retry layer's, if any
-	status int            // the final response's; 0 without one
-	timed  bool           // the metrics record: start is set
+	op     *operation.Operation // the stack's; nil outside a Stack
+	url    *url.URL             // the request's, and
+	full   string               // its url.full, which the first attempt shares
+	rep    *engine.Report       // the retry layer's, if any
+	status int                  // the final response's; 0 without one
+	timed  bool                 // the metrics record: start is set
 	body   endingBody
 	end0   [7]attribute.KeyValue
 }
 
-// opContext is the operation's context: the span's, carrying the
-// operation's numbering (when it starts here) and the opSpan itself, for
-// the attempt layer below.
+// opContext is the operation span's context, carrying the opSpan for the
+// attempt layer below, in the opSpan's own allocation.
 type opContext struct {
-	middleware.OperationContext
-	s     *opSpan
-	fresh bool // the Operation in OperationContext is the operation's
+	context.Context // the span's
+	s               *opSpan
 }
 
 type opSpanKey struct{}
 
-// Value answers for the opSpan and, when the operation starts here, for
-// its Operation; it asks the span's context otherwise.
+// Value answers for the opSpan and asks the span's context otherwise.
 func (c *opContext) Value(key any) any {
 	if key == (opSpanKey{}) {
 		return c.s
 	}
-	if c.fresh {
-		return c.OperationContext.Value(key)
-	}
-	return c.OperationContext.Context.Value(key)
+	return c.Context.Value(key)
 }
 
-func (o *operation) RoundTrip(req *http.Request) (*http.Response, error) {
+func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	s := &opSpan{t: o.t, method: methodOf(req.Method), url: req.URL}
 	if s.timed = o.t.opDuration.Enabled(req.Context()) || o.t.resends.Enabled(req.Context()); s.timed {
 		s.start = time.Now()
 	}
 	s.full = RedactURL(req.URL)
 	parent := req.Context()
-	if s.op = middleware.OperationFrom(parent); s.op == nil {
-		s.op, s.ctx.fresh = &s.ctx.Operation, true
-	}
+	s.op = operation.From(parent)
 	s.ctx.s = s
 	s.ctx.Context, s.span = o.t.tracer.Start(parent, s.method.operationName(), internalKind...)
 	resp, err := wire.RoundTrip(o.next, req.WithContext(&s.ctx))
@@ -297,7 +290,10 @@ func (s *opSpan) finish(err error, roundTrip bool) {
 	}
 	if s.span.IsRecording() {
 		attrs := s.method.attrs(s.end0[:0])
-		attrs = append(attrs, semconv.URLFull(s.full), AttrAttempts.Int(s.op.Count()), AttrStopReason.String(string(stop)))
+		attrs = append(attrs, semconv.URLFull(s.full), AttrStopReason.String(string(stop)))
+		if s.op != nil {
+			attrs = append(attrs, AttrAttempts.Int(s.op.Sends()))
+		}
 		if s.status > 0 {
 			attrs = append(attrs, semconv.HTTPResponseStatusCode(s.status))
 		}
@@ -324,14 +320,16 @@ func (s *opSpan) finish(err error, roundTrip bool) {
 	if ctx := &s.ctx; s.timed {
 		attrs := metric.WithAttributes(semconv.HTTPRequestMethodKey.String(s.method.name), AttrStopReason.String(string(stop)))
 		s.t.opDuration.Record(ctx, time.Since(s.start).Seconds(), attrs)
-		s.t.resends.Record(ctx, int64(max(s.op.Count()-1, 0)), attrs)
+		if s.op != nil {
+			s.t.resends.Record(ctx, int64(max(s.op.Sends()-1, 0)), attrs)
+		}
 	}
 }
 
 // bodyDone implements ender.
 func (s *opSpan) bodyDone(err error) { s.finish(err, false) }
 
-func (o *operation) CloseIdleConnections() { middleware.CloseIdleConnections(o.next) }
+func (o *operationLayer) CloseIdleConnections() { middleware.CloseIdleConnections(o.next) }
 
 // The span kinds, as options made once: a slice, so that passing them
 // allocates nothing.
@@ -395,7 +393,7 @@ func (m method) operationName() string {
 	return "retrystack " + m.spanName()
 }
 
-type attempt struct {
+type attemptLayer struct {
 	t    *Telemetry
 	next http.RoundTripper
 }
@@ -419,7 +417,7 @@ type attemptSpan struct {
 	attrs [6]attribute.KeyValue
 }
 
-func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
+func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	s := &attemptSpan{t: a.t, method: methodOf(req.Method)}
 	if s.timed = a.t.reqDuration.Enabled(req.Context()); s.timed {
 		s.start = time.Now()
@@ -428,12 +426,13 @@ func (a *attempt) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The retry layer above, if any, numbers the send and watches the wire:
 	// the connections it counts while this RoundTrip runs are this send's,
 	// even when a layer between makes more sends (redirect hops).
-	sender := middleware.SenderFrom(req.Context())
+	sender := operation.SenderFrom(req.Context())
 	var resend, conns0 int
+	if op := operation.From(req.Context()); op != nil {
+		resend = op.Sends() // the sends before this one, counted next to the base
+	}
 	if sender != nil {
-		resend, conns0 = sender.Resend(), sender.Conns()
-	} else {
-		resend = middleware.Resend(req.Context())
+		conns0 = sender.Conns()
 	}
 	// What a sampler should see: the attributes known before the send.
 	start := s.method.attrs(s.attrs[:0])
@@ -530,7 +529,7 @@ func (s *attemptSpan) finish(err error) {
 // bodyDone implements ender.
 func (s *attemptSpan) bodyDone(err error) { s.finish(err) }
 
-func (a *attempt) CloseIdleConnections() { middleware.CloseIdleConnections(a.next) }
+func (a *attemptLayer) CloseIdleConnections() { middleware.CloseIdleConnections(a.next) }
 
 // urlFull is req's url.full: the operation's, already made, when req has
 // the operation's URL (its first hop, without Prepare).
