@@ -21,6 +21,7 @@ import (
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/cookiejar"
 	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/faultserver"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 )
@@ -166,26 +167,15 @@ func TestPrepareDoesNotReachTheCallersRequest(t *testing.T) {
 	}
 }
 
-// resetMidBody promises 1000 bytes, sends 100 and resets the connection.
-func resetMidBody(t *testing.T) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, buf, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + strings.Repeat("x", 100))
-		buf.Flush()
-		conn.(*net.TCPConn).SetLinger(0) // an RST, not a FIN
-		conn.Close()
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 // A download that fails is no success: the read returns an *engine.Error
 // with the report, whose stop says body-failed, with or without a deadline.
+// The fault server promises 1000 bytes, sends 500 and resets.
 func TestBodyFailureIsReported(t *testing.T) {
-	srv := resetMidBody(t)
+	srv, err := faultserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
 	timed := fastPolicy()
 	timed.Timeout = time.Hour
 	for name, p := range map[string]*policy.Policy{"no deadline": fastPolicy(), "deadline": timed} {
@@ -196,7 +186,7 @@ func TestBodyFailureIsReported(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp, err := client.Get(srv.URL)
+			resp, err := client.Get(srv.URL() + "/truncated?reset=1")
 			if err != nil {
 				t.Fatal(err)
 			}

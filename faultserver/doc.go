@@ -28,6 +28,7 @@
 //	                       drop=N: the first N requests are processed, then the connection is dropped
 //	/slow/headers          waits delay=D before the headers (code=C, default 200)
 //	/slow/body             sends the headers and half the body (size=N, default 64), waits delay=D, sends the rest
+//	/truncated             promises size=N bytes (default 1000), sends half and closes the connection (reset=1: with an RST)
 //	/redirect/{code}/{n}   answers code with a Location one hop closer to /redirect/{code}/0,
 //	                       which echoes like /echo; the Location is an absolute path, or with
 //	                       rel=1 relative to the current path ("1?..."), with abs=1 an absolute URL;

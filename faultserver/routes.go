@@ -44,6 +44,8 @@ func match(path string) (route, []string) {
 		switch p[0] {
 		case "abort":
 			return route{"/abort", (*request).abort}, nil
+		case "truncated":
+			return route{"/truncated", (*request).truncated}, nil
 		case "orders":
 			return route{"/orders", (*request).orders}, nil
 		case "login":
@@ -194,6 +196,20 @@ func (r *request) slowBody() error {
 	}
 	_, err = r.w.Write(body[size/2:])
 	return err
+}
+
+// truncated promises size bytes, sends half of them and closes the
+// connection: a body that fails while the client reads it.
+func (r *request) truncated() error {
+	size, err := intParam(r.Request, "size", 1000)
+	if err != nil {
+		return err
+	}
+	r.w.Header().Set("Content-Length", strconv.Itoa(size))
+	r.w.WriteHeader(http.StatusOK)
+	r.w.Write([]byte(strings.Repeat("x", size/2)))
+	http.NewResponseController(r.w).Flush()
+	return r.drop(r.URL.Query().Get("reset") == "1")
 }
 
 func (r *request) redirect() error {

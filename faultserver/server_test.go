@@ -277,6 +277,29 @@ func TestSlowRoutes(t *testing.T) {
 	}
 }
 
+// /truncated promises 1000 bytes, sends 500 and closes: with reset=1 the
+// read fails with a reset, otherwise at the unexpected end.
+func TestTruncated(t *testing.T) {
+	s, c := start(t)
+	for _, tt := range []struct {
+		query string
+		want  func(error) bool
+	}{
+		{"", func(err error) bool { return errors.Is(err, io.ErrUnexpectedEOF) }},
+		{"?reset=1", func(err error) bool { return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrUnexpectedEOF) }},
+	} {
+		resp, err := c.Get(s.URL() + "/truncated" + tt.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.ContentLength != 1000 || len(body) != 500 || !tt.want(err) {
+			t.Errorf("%s: promised %d, read %d bytes, then %v", tt.query, resp.ContentLength, len(body), err)
+		}
+	}
+}
+
 func TestRedirectLocations(t *testing.T) {
 	s, c := start(t)
 	local := s.LocalhostURL()

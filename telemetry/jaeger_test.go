@@ -7,9 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack"
+	"github.com/retrystack/retrystack/faultserver"
 	"github.com/retrystack/retrystack/telemetry"
 	"github.com/retrystack/retrystack/telemetry/otlp"
 )
@@ -170,19 +169,10 @@ func TestJaegerBodyFailureAndUnknownMethod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/reset" {
-			return
-		}
-		conn, buf, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + strings.Repeat("x", 100))
-		buf.Flush()
-		conn.(*net.TCPConn).SetLinger(0)
-		conn.Close()
-	}))
+	srv, err := faultserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer srv.Close()
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
@@ -190,11 +180,11 @@ func TestJaegerBodyFailureAndUnknownMethod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest("PURGE", srv.URL+"/cache", nil)
+	req, _ := http.NewRequest("PURGE", srv.URL()+"/echo", nil)
 	if resp, err := c.Do(req); err == nil {
 		resp.Body.Close()
 	}
-	if resp, err := c.Get(srv.URL + "/reset"); err == nil {
+	if resp, err := c.Get(srv.URL() + "/truncated?reset=1"); err == nil {
 		io.ReadAll(resp.Body)
 		resp.Body.Close()
 	}

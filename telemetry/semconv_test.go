@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/faultserver"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/redirect"
 	"github.com/retrystack/retrystack/telemetry"
@@ -137,29 +138,17 @@ func (r *rig) durationPoints(t *testing.T) []attribute.Set {
 	return out
 }
 
-// resetAfter promises 1000 bytes, sends 100 and resets the connection.
-func resetAfter(t *testing.T) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, buf, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + strings.Repeat("x", 100))
-		buf.Flush()
-		conn.(*net.TCPConn).SetLinger(0)
-		conn.Close()
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 // A body that fails is no success: both spans end when the body is done,
 // Error, with the failure's error.type, and the operation's stop reason is
 // the report's. Until the caller is done with the body, no span has ended.
 func TestBodyFailureOnSpans(t *testing.T) {
-	srv := resetAfter(t)
+	srv, err := faultserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
 	r := newRig(t, policy.Default())
-	resp, err := r.client.Get(srv.URL)
+	resp, err := r.client.Get(srv.URL() + "/truncated?reset=1")
 	if err != nil {
 		t.Fatal(err)
 	}
