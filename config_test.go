@@ -34,7 +34,7 @@ func TestBadConfigIsATypedError(t *testing.T) {
 	}
 	budget := func(ttl time.Duration, minPerSec int, ratio float64) func() error {
 		return func() error {
-			b, err := policy.NewBudget(ttl, minPerSec, ratio)
+			b, err := policy.NewTPSBudget(ttl, minPerSec, ratio)
 			if b != nil {
 				return fmt.Errorf("a budget came back with %v", err)
 			}
@@ -88,7 +88,7 @@ func TestBadConfigIsATypedError(t *testing.T) {
 			}
 			return err
 		}, &middleware.InvalidLayerError{}},
-		{"zero budget", withPolicy(func(p *policy.Policy) { p.Budget = new(policy.Budget) }), configErr("Budget")},
+		{"zero budget", withPolicy(func(p *policy.Policy) { p.Budget = new(policy.TPSBudget) }), configErr("Budget")},
 		{"zero telemetry", func() error {
 			c, err := retrystack.NewClient(retrystack.Config{Telemetry: new(telemetry.Telemetry)})
 			if c != nil {
@@ -154,8 +154,8 @@ func TestExtremeConfigRuns(t *testing.T) {
 			p.RetryAfter.Max = math.MaxInt64
 			p.Timeout = time.Minute
 		}, policy.StopWaitExceedsBudget},
-		{"budget without reserve or ratio", "/s/503", func(p *policy.Policy) { p.Budget = policy.MustBudget(time.Second, 0, 0) }, policy.StopBudgetExhausted},
-		{"budget ratio 1000", "/fail/1/503", func(p *policy.Policy) { p.Budget = policy.MustBudget(time.Minute, 0, 1000) }, policy.StopBudgetExhausted},
+		{"budget without reserve or ratio", "/s/503", func(p *policy.Policy) { p.Budget = policy.MustTPSBudget(time.Second, 0, 0) }, policy.StopBudgetExhausted},
+		{"budget ratio 1000", "/fail/1/503", func(p *policy.Policy) { p.Budget = policy.MustTPSBudget(time.Minute, 0, 1000) }, policy.StopBudgetExhausted},
 		{"jitter at the top of its range", "/fail/1/503", func(p *policy.Policy) {
 			p.Backoff.Base = time.Millisecond
 			p.Rand = func() float64 { return math.Nextafter(1, 0) }

@@ -237,7 +237,7 @@ func decide(b *testing.B, a policy.Attempt) {
 
 // Budget measures the shared budget under parallel deposits and withdrawals.
 func Budget(b *testing.B) {
-	budget := policy.MustBudget(10*time.Second, 10, 0.2)
+	budget := policy.MustTPSBudget(10*time.Second, 10, 0.2)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for i := 0; pb.Next(); i++ {

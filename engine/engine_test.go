@@ -17,6 +17,7 @@ import (
 	"github.com/retrystack/retrystack/internal/rttest"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
+	"github.com/sethvargo/go-retry"
 	"go.uber.org/goleak"
 )
 
@@ -605,8 +606,9 @@ func TestBudgetSpentOnlyOnSentRetries(t *testing.T) {
 	for _, path := range []string{"/s/503?retry-after=61", "/s/503?retry-after=30"} {
 		p := policy.Default()
 		p.Timeout = 10 * time.Second // the 30 s hint does not fit
-		p.Budget = policy.MustBudget(10*time.Second, 1, 0.2)
-		before := p.Budget.Retries()
+		budget := policy.MustTPSBudget(10*time.Second, 1, 0.2)
+		p.Budget = budget
+		before := budget.Retries()
 		f := setup(t, p)
 		resp, rep, err := f.send(context.Background(), "GET", path, "", false)
 		if err != nil {
@@ -616,8 +618,28 @@ func TestBudgetSpentOnlyOnSentRetries(t *testing.T) {
 		if rep.Stop != policy.StopWaitExceedsBudget {
 			t.Fatalf("%s: stop %s", path, rep.Stop)
 		}
-		if after := p.Budget.Retries(); after != before {
+		if after := budget.Retries(); after != before {
 			t.Errorf("%s: budget %d retries before, %d after a retry that was never sent", path, before, after)
 		}
+	}
+}
+
+// A go-retry backoff of the user's shapes the waits and, when it stops,
+// ends the retries as attempts-exhausted.
+func TestBackoffMake(t *testing.T) {
+	p := policy.Default()
+	p.MaxAttempts = 5
+	p.Backoff = policy.Backoff{Make: func() retry.Backoff {
+		return retry.WithMaxRetries(1, retry.NewConstant(7*ms))
+	}}
+	f := setup(t, p)
+	resp, rep, err := f.send(context.Background(), "GET", "/s/503", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := outcome{Status: 503, Requests: 2, Stop: policy.StopAttemptsExhausted, Waits: []time.Duration{7 * ms},
+		Pitfalls: []Pitfall{PitfallExhaustedRetryableStatus}}
+	if diff := cmp.Diff(want, f.outcome(resp, rep)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

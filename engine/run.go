@@ -167,7 +167,7 @@ func run[T any, O loopOp[T]](ctx, hookCtx context.Context, e *Engine, o O, rep *
 				dec, overruled = policy.Stop(stop), true
 			}
 		}
-		if !dec.Retry && !overruled {
+		if !dec.Retry && !overruled && e.p.Budget != nil {
 			e.p.Budget.Deposit() // a request that needed no retry
 		}
 		rec := AttemptRecord{Err: err, Processed: info.processed, Transparent: info.transparent, Resend: info.resend, Decision: dec}
@@ -247,7 +247,10 @@ func plan[T any, O loopOp[T]](e *Engine, hookCtx, opCtx context.Context, o O, v 
 	if *backoff == nil {
 		*backoff = e.p.Backoff.New(e.p.Rand)
 	}
-	wait, _ = (*backoff).Next()
+	wait, done := (*backoff).Next()
+	if done { // a go-retry backoff of the user's that has no more waits
+		return policy.StopAttemptsExhausted, 0, false
+	}
 	ra := e.p.RetryAfter
 	if h := ""; err == nil && ra.Use != policy.HintIgnore {
 		h = o.hint(v)
@@ -268,7 +271,7 @@ func plan[T any, O loopOp[T]](e *Engine, hookCtx, opCtx context.Context, o O, v 
 		return policy.StopWaitExceedsBudget, 0, false // a wait that cannot finish is not started
 	}
 	// Last: the budget pays only for a retry that will be sent.
-	if !e.p.Budget.Withdraw() {
+	if e.p.Budget != nil && !e.p.Budget.Withdraw() {
 		e.pitfall(hookCtx, rep, PitfallBudgetExhausted)
 		return policy.StopBudgetExhausted, 0, false
 	}

@@ -20,19 +20,29 @@ const (
 	JitterTenPercent
 )
 
-// Backoff describes exponential waits between attempts: the wait before
-// retry n (n = 1, 2, ...) is min(Cap, Base·2^(n-1)), then jittered. The
-// zero value never waits, as reqwest resends at once.
+// Backoff describes the waits between attempts: exponential, the wait
+// before retry n (n = 1, 2, ...) being min(Cap, Base·2^(n-1)), then
+// jittered; or any go-retry backoff that Make returns. The zero value never
+// waits, as reqwest resends at once.
 type Backoff struct {
 	Base   time.Duration // the first wait before jitter; 0: no wait at all
 	Cap    time.Duration // the longest wait before jitter; 0: no cap
 	Jitter Jitter
+	// Make, when set, makes the waits instead, and Base, Cap and Jitter
+	// must be zero: any go-retry backoff (constant, Fibonacci, its
+	// decorators, WithFullJitter below), a new one for each operation,
+	// since go-retry backoffs hold state. When it says stop, the
+	// operation stops as attempts-exhausted.
+	Make func() retry.Backoff
 }
 
 // New returns a fresh go-retry backoff for one operation; go-retry backoffs
 // hold state, so one must never be shared. rnd returns values in [0, 1)
 // and must be safe for concurrent use; nil means math/rand/v2.
 func (b Backoff) New(rnd func() float64) retry.Backoff {
+	if b.Make != nil {
+		return b.Make()
+	}
 	if b.Base <= 0 {
 		return retry.BackoffFunc(func() (time.Duration, bool) { return 0, false })
 	}

@@ -7,7 +7,19 @@ import (
 	"time"
 )
 
-// Budget is a client-wide retry budget: the tower/Finagle TPS budget that
+// Budget limits retries across every request that shares it: each request
+// the classifier does not retry deposits, each retry withdraws, and a retry
+// that cannot withdraw is not made (stop reason budget-exhausted, pitfall
+// budget-exhausted). A retry that is refused for another reason (its wait
+// would not fit) withdraws nothing. Implementations must be safe for
+// concurrent use and quick: they run on every request. TPSBudget is the
+// usual one.
+type Budget interface {
+	Deposit()
+	Withdraw() bool
+}
+
+// TPSBudget is a client-wide retry budget: the tower/Finagle TPS budget that
 // reqwest uses. Every request the classifier does not retry deposits; every
 // retry withdraws; a retry that cannot withdraw is not made. Deposits and
 // withdrawals count for ttl and then expire, so the budget follows the
@@ -16,10 +28,10 @@ import (
 //
 // One Budget is shared by every request of a client, every redirect hop
 // included; it is safe for concurrent use, does not allocate, and takes a
-// lock only when its window moves on. A nil *Budget is unlimited; so is a
-// zero Budget, which Policy.Validate rejects all the same, since it is
-// more likely a mistake than a wish.
-type Budget struct {
+// lock only when its window moves on. A nil *TPSBudget is unlimited; so
+// is a zero TPSBudget, which Policy.Validate rejects all the same, since it
+// is more likely a mistake than a wish.
+type TPSBudget struct {
 	deposit, withdraw int64
 	reserve           int64
 	window            time.Duration // ttl / slots
@@ -37,12 +49,12 @@ type Budget struct {
 
 const budgetSlots = 10
 
-// MinBudgetRatio is the smallest ratio above 0 that NewBudget accepts: one
+// MinBudgetRatio is the smallest ratio above 0 that NewTPSBudget accepts: one
 // retry per million successes. Below it the amount withdrawn per retry
 // would overflow, and a tiny ratio must never mean "unlimited".
 const MinBudgetRatio = 1e-6
 
-// NewBudget returns a budget with deposits counted for ttl (1 to 60
+// NewTPSBudget returns a budget with deposits counted for ttl (1 to 60
 // seconds), a reserve of minPerSec retries per second of ttl, and room for
 // ratio retries per deposit (0, or MinBudgetRatio to 1000; 0.2 means 20 %
 // extra load, 0 means only the reserve). Out-of-range values are a
@@ -51,7 +63,7 @@ const MinBudgetRatio = 1e-6
 // As in tower, a ratio r <= 1 deposits 1 and withdraws floor(1/r) per
 // retry; r > 1 deposits 1000 and withdraws floor(1000/r); r = 0 deposits
 // nothing and withdraws 1. The reserve is minPerSec·ttl·withdraw.
-func NewBudget(ttl time.Duration, minPerSec int, ratio float64) (*Budget, error) {
+func NewTPSBudget(ttl time.Duration, minPerSec int, ratio float64) (*TPSBudget, error) {
 	switch {
 	case ttl < time.Second || ttl > time.Minute:
 		return nil, &ConfigError{Field: "Budget.TTL", Value: ttl, Reason: "must be between 1s and 1m"}
@@ -62,7 +74,7 @@ func NewBudget(ttl time.Duration, minPerSec int, ratio float64) (*Budget, error)
 	case ratio > 0 && ratio < MinBudgetRatio:
 		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be 0 or at least 1e-6"}
 	}
-	b := &Budget{window: ttl / budgetSlots, start: time.Now(), since: time.Since}
+	b := &TPSBudget{window: ttl / budgetSlots, start: time.Now(), since: time.Since}
 	// float32, as tower computes it, so the amounts match to the token.
 	r := float32(ratio)
 	switch {
@@ -77,10 +89,10 @@ func NewBudget(ttl time.Duration, minPerSec int, ratio float64) (*Budget, error)
 	return b, nil
 }
 
-// MustBudget is NewBudget for values known to be valid; it panics on a
-// *ConfigError.
-func MustBudget(ttl time.Duration, minPerSec int, ratio float64) *Budget {
-	b, err := NewBudget(ttl, minPerSec, ratio)
+// MustTPSBudget is NewTPSBudget for values known to be valid; it panics on
+// a *ConfigError.
+func MustTPSBudget(ttl time.Duration, minPerSec int, ratio float64) *TPSBudget {
+	b, err := NewTPSBudget(ttl, minPerSec, ratio)
 	if err != nil {
 		panic(err)
 	}
@@ -88,7 +100,7 @@ func MustBudget(ttl time.Duration, minPerSec int, ratio float64) *Budget {
 }
 
 // Deposit records a request that needed no retry.
-func (b *Budget) Deposit() {
+func (b *TPSBudget) Deposit() {
 	if b.unlimited() {
 		return
 	}
@@ -99,7 +111,7 @@ func (b *Budget) Deposit() {
 // Withdraw takes one retry's worth from the budget and reports whether it
 // could. Under concurrent withdrawals the balance may dip below zero by the
 // withdrawals in flight, as in tower.
-func (b *Budget) Withdraw() bool {
+func (b *TPSBudget) Withdraw() bool {
 	if b.unlimited() {
 		return true
 	}
@@ -113,7 +125,7 @@ func (b *Budget) Withdraw() bool {
 
 // Retries is how many retries the budget would allow now: its level, for
 // telemetry. A nil or zero budget reports -1 (unlimited).
-func (b *Budget) Retries() int {
+func (b *TPSBudget) Retries() int {
 	if b.unlimited() {
 		return -1
 	}
@@ -121,18 +133,18 @@ func (b *Budget) Retries() int {
 	return int(max(b.balance(), 0) / b.withdraw)
 }
 
-// unlimited reports whether b is nil or the zero Budget, which NewBudget
-// never returns (it always withdraws something).
-func (b *Budget) unlimited() bool { return b == nil || b.withdraw == 0 }
+// unlimited reports whether b is nil or the zero TPSBudget, which
+// NewTPSBudget never returns (it always withdraws something).
+func (b *TPSBudget) unlimited() bool { return b == nil || b.withdraw == 0 }
 
-func (b *Budget) String() string {
+func (b *TPSBudget) String() string {
 	if b.unlimited() {
 		return "unlimited"
 	}
 	return fmt.Sprintf("budget(deposit %d, withdraw %d, reserve %d, %d retries left)", b.deposit, b.withdraw, b.reserve, b.Retries())
 }
 
-func (b *Budget) balance() int64 {
+func (b *TPSBudget) balance() int64 {
 	sum := b.writer.Load() + b.reserve
 	for i := range b.slots {
 		sum += b.slots[i].Load()
@@ -142,7 +154,7 @@ func (b *Budget) balance() int64 {
 
 // expire commits the current window and clears the slots that have aged
 // past ttl, once a window has gone by.
-func (b *Budget) expire() {
+func (b *TPSBudget) expire() {
 	now := int64(b.since(b.start))
 	if now-b.genAt.Load() < int64(b.window) {
 		return

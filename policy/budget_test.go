@@ -8,13 +8,13 @@ import (
 )
 
 // fakeSince makes a budget's clock manual.
-func manual(b *Budget) *time.Duration {
+func manual(b *TPSBudget) *time.Duration {
 	var now time.Duration
 	b.since = func(time.Time) time.Duration { return now }
 	return &now
 }
 
-func withdrawals(b *Budget) int {
+func withdrawals(b *TPSBudget) int {
 	n := 0
 	for b.Withdraw() {
 		n++
@@ -38,7 +38,7 @@ func TestBudgetArithmetic(t *testing.T) {
 		{"no reserve", 10 * time.Second, 0, 0.1, 1, 10, 0},
 	}
 	for _, tt := range tests {
-		b := MustBudget(tt.ttl, tt.minPerSec, tt.ratio)
+		b := MustTPSBudget(tt.ttl, tt.minPerSec, tt.ratio)
 		manual(b)
 		if b.deposit != tt.deposit || b.withdraw != tt.withdraw {
 			t.Errorf("%s: deposit %d, withdraw %d; want %d, %d", tt.name, b.deposit, b.withdraw, tt.deposit, tt.withdraw)
@@ -55,7 +55,7 @@ func TestBudgetArithmetic(t *testing.T) {
 // Seed 000's experiment at the unit level: 100 retries from the reserve,
 // then 20 successes buy 4 more.
 func TestBudgetSeedExperiment(t *testing.T) {
-	b := MustBudget(10*time.Second, 10, 0.2)
+	b := MustTPSBudget(10*time.Second, 10, 0.2)
 	now := manual(b)
 	if got := withdrawals(b); got != 100 {
 		t.Fatalf("reserve: %d retries, want 100", got)
@@ -68,7 +68,7 @@ func TestBudgetSeedExperiment(t *testing.T) {
 		t.Errorf("after 20 successes: %d retries, want 4", got)
 	}
 	// ratio 2: every deposit allows two retries.
-	b = MustBudget(10*time.Second, 0, 2)
+	b = MustTPSBudget(10*time.Second, 0, 2)
 	manual(b)
 	b.Deposit()
 	if got := withdrawals(b); got != 2 {
@@ -78,7 +78,7 @@ func TestBudgetSeedExperiment(t *testing.T) {
 
 // Deposits and withdrawals expire after ttl, in windows of ttl/10.
 func TestBudgetExpiry(t *testing.T) {
-	b := MustBudget(time.Second, 0, 1)
+	b := MustTPSBudget(time.Second, 0, 1)
 	now := manual(b)
 	b.Deposit()
 	*now += 3 * time.Second
@@ -87,7 +87,7 @@ func TestBudgetExpiry(t *testing.T) {
 	}
 
 	// tower's tps_slots: a deposit 901 ms old is still valid.
-	b = MustBudget(time.Second, 0, 0.5)
+	b = MustTPSBudget(time.Second, 0, 0.5)
 	now = manual(b)
 	b.Deposit()
 	b.Deposit()
@@ -106,7 +106,7 @@ func TestBudgetExpiry(t *testing.T) {
 	}
 
 	// Spent reserve comes back once the withdrawals expire.
-	b = MustBudget(time.Second, 3, 1)
+	b = MustTPSBudget(time.Second, 3, 1)
 	now = manual(b)
 	if got := withdrawals(b); got != 3 {
 		t.Fatalf("%d retries, want 3", got)
@@ -123,7 +123,7 @@ func TestBudgetExpiry(t *testing.T) {
 }
 
 func TestNilBudgetIsUnlimited(t *testing.T) {
-	var b *Budget
+	var b *TPSBudget
 	b.Deposit()
 	for range 1000 {
 		if !b.Withdraw() {
@@ -150,16 +150,16 @@ func TestNewBudgetRejects(t *testing.T) {
 		{10 * time.Second, 10, math.NaN(), "Budget.Ratio"},
 	}
 	for _, tt := range tests {
-		_, err := NewBudget(tt.ttl, tt.minPerSec, tt.ratio)
+		_, err := NewTPSBudget(tt.ttl, tt.minPerSec, tt.ratio)
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.Field != tt.field {
-			t.Errorf("NewBudget(%v, %d, %v) = %v, want a *ConfigError for %s", tt.ttl, tt.minPerSec, tt.ratio, err, tt.field)
+			t.Errorf("NewTPSBudget(%v, %d, %v) = %v, want a *ConfigError for %s", tt.ttl, tt.minPerSec, tt.ratio, err, tt.field)
 		}
 	}
 }
 
 func BenchmarkBudgetParallel(b *testing.B) {
-	budget := MustBudget(10*time.Second, 10, 0.2)
+	budget := MustTPSBudget(10*time.Second, 10, 0.2)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		n := 0
@@ -179,11 +179,11 @@ func BenchmarkBudgetParallel(b *testing.B) {
 func TestTinyRatioIsRefused(t *testing.T) {
 	for _, r := range []float64{1e-30, 1e-7, math.SmallestNonzeroFloat64} {
 		var ce *ConfigError
-		if _, err := NewBudget(10*time.Second, 10, r); !errors.As(err, &ce) || ce.Field != "Budget.Ratio" {
+		if _, err := NewTPSBudget(10*time.Second, 10, r); !errors.As(err, &ce) || ce.Field != "Budget.Ratio" {
 			t.Errorf("ratio %g: %v, want a *ConfigError", r, err)
 		}
 	}
-	b, err := NewBudget(10*time.Second, 0, MinBudgetRatio)
+	b, err := NewTPSBudget(10*time.Second, 0, MinBudgetRatio)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestTinyRatioIsRefused(t *testing.T) {
 // The zero Budget never panics: it is unlimited, like nil, and a policy
 // refuses it as the mistake it usually is.
 func TestZeroBudget(t *testing.T) {
-	var b Budget
+	var b TPSBudget
 	b.Deposit()
 	for range 3 {
 		if !b.Withdraw() {
@@ -207,7 +207,7 @@ func TestZeroBudget(t *testing.T) {
 		t.Errorf("Retries %d, String %q", b.Retries(), b.String())
 	}
 	p := Default()
-	p.Budget = &Budget{}
+	p.Budget = &TPSBudget{}
 	var ce *ConfigError
 	if err := p.Validate(); !errors.As(err, &ce) || ce.Field != "Budget" {
 		t.Errorf("Validate: %v", err)

@@ -3,8 +3,11 @@ package policy_test
 import (
 	"fmt"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/retrystack/retrystack/policy"
+	"github.com/sethvargo/go-retry"
 )
 
 // A Rules without Safe retries only idempotent or keyed requests: a POST
@@ -24,4 +27,47 @@ func ExampleRules() {
 	// Output:
 	// POST: safe {Retry:false Stop:not-idempotent Cause:}, naive {Retry:true Stop: Cause:status}
 	// GET: safe {Retry:true Stop: Cause:status}, naive {Retry:true Stop: Cause:status}
+}
+
+// Any go-retry backoff can shape the waits, made anew for each operation:
+// here a constant 100 ms, capped at two retries by go-retry itself.
+func ExampleBackoff_make() {
+	b := policy.Backoff{Make: func() retry.Backoff {
+		return retry.WithMaxRetries(2, retry.NewConstant(100*time.Millisecond))
+	}}
+	waits := b.New(nil)
+	for range 3 {
+		d, stop := waits.Next()
+		fmt.Println(d, stop)
+	}
+	// Output:
+	// 100ms false
+	// 100ms false
+	// 0s true
+}
+
+// A Budget of your own: anything with Deposit and Withdraw. This one
+// allows a fixed number of retries in all.
+func ExampleBudget() {
+	p := policy.Default()
+	p.Budget = &fixedRetries{left: 1}
+	fmt.Println(p.Validate(), p.Budget.Withdraw(), p.Budget.Withdraw())
+	// Output: <nil> true false
+}
+
+type fixedRetries struct {
+	mu   sync.Mutex
+	left int
+}
+
+func (f *fixedRetries) Deposit() {}
+
+func (f *fixedRetries) Withdraw() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.left == 0 {
+		return false
+	}
+	f.left--
+	return true
 }

@@ -31,7 +31,9 @@ type Policy struct {
 	// Scope limits the requests that may be retried.
 	Scope Scope
 	// Budget limits retries across every request sharing it; nil: no limit.
-	Budget *Budget
+	// Share one between the policies of one client (a *TPSBudget, or your
+	// own).
+	Budget Budget
 	// Rand is the jitter's randomness, values in [0, 1), safe for
 	// concurrent use. nil: math/rand/v2.
 	Rand func() float64
@@ -119,6 +121,8 @@ func (p *Policy) Validate() error {
 		return bad("Backoff.Base", p.Backoff.Base, "must not be negative")
 	case p.Backoff.Cap < 0:
 		return bad("Backoff.Cap", p.Backoff.Cap, "must not be negative")
+	case p.Backoff.Make != nil && (p.Backoff.Base != 0 || p.Backoff.Cap != 0 || p.Backoff.Jitter != JitterFull):
+		return bad("Backoff.Make", "set with Base, Cap or Jitter", "set either Make or the exponential fields")
 	case p.Backoff.Jitter > JitterTenPercent:
 		return bad("Backoff.Jitter", p.Backoff.Jitter, "unknown jitter")
 	case p.RetryAfter.Use > HintIgnore:
@@ -127,10 +131,15 @@ func (p *Policy) Validate() error {
 		return bad("RetryAfter.Dates", p.RetryAfter.Dates, "unknown date forms")
 	case p.RetryAfter.Max < 0:
 		return bad("RetryAfter.Max", p.RetryAfter.Max, "must not be negative")
-	case p.Budget != nil && p.Budget.window == 0:
-		return bad("Budget", "a zero Budget", "must be made by NewBudget")
+	case isZeroTPS(p.Budget):
+		return bad("Budget", "a zero TPSBudget", "must be made by NewTPSBudget")
 	}
 	return nil
+}
+
+func isZeroTPS(b Budget) bool {
+	t, ok := b.(*TPSBudget)
+	return ok && t != nil && t.window == 0
 }
 
 func orDefault(rnd func() float64) func() float64 {

@@ -216,7 +216,7 @@ func TestValidate(t *testing.T) {
 		{func(p *policy.Policy) { p.RetryAfter.Use = 7 }, &policy.ConfigError{Field: "RetryAfter.Use", Value: policy.HintUse(7), Reason: "unknown use"}},
 		{func(p *policy.Policy) { p.RetryAfter.Dates = 5 }, &policy.ConfigError{Field: "RetryAfter.Dates", Value: policy.DateForms(5), Reason: "unknown date forms"}},
 		{func(p *policy.Policy) { p.RetryAfter.Max = -1 }, &policy.ConfigError{Field: "RetryAfter.Max", Value: time.Duration(-1), Reason: "must not be negative"}},
-		{func(p *policy.Policy) { p.Budget = new(policy.Budget) }, &policy.ConfigError{Field: "Budget", Value: "a zero Budget", Reason: "must be made by NewBudget"}},
+		{func(p *policy.Policy) { p.Budget = new(policy.TPSBudget) }, &policy.ConfigError{Field: "Budget", Value: "a zero TPSBudget", Reason: "must be made by NewTPSBudget"}},
 	}
 	for _, tt := range tests {
 		p := policy.Default()

@@ -23,7 +23,7 @@ func Default() Policy {
 		}.Classify,
 		Backoff:    Backoff{Base: 100 * time.Millisecond, Cap: 8 * time.Second},
 		RetryAfter: RetryAfter{Max: time.Minute},
-		Budget:     MustBudget(10*time.Second, 10, 0.2),
+		Budget:     MustTPSBudget(10*time.Second, 10, 0.2),
 	}
 }
 
@@ -91,7 +91,7 @@ func ReqwestDefault() Policy {
 // once, and checks the host only from the second retry on, so an
 // out-of-scope request is sent twice.
 func ReqwestForHost(host string) Policy {
-	return reqwest("reqwest-for-host", Rules{Safe: AnyRequest}.Classify, MustBudget(10*time.Second, 10, 0.2),
+	return reqwest("reqwest-for-host", Rules{Safe: AnyRequest}.Classify, MustTPSBudget(10*time.Second, 10, 0.2),
 		Scope{Hosts: []string{host}, FromSecondRetry: true})
 }
 
@@ -100,7 +100,7 @@ func ReqwestNever() Policy {
 	return reqwest("reqwest-never", Rules{Safe: AnyRequest}.Classify, nil, Scope{})
 }
 
-func reqwest(name string, classify Classifier, budget *Budget, scope Scope) Policy {
+func reqwest(name string, classify Classifier, budget Budget, scope Scope) Policy {
 	return Policy{
 		Name:        name,
 		MaxAttempts: 3, // 2 retries on top of the original

@@ -85,15 +85,7 @@ func TestJaegerTraces(t *testing.T) {
 
 func fetch(t *testing.T, query string) map[string]summary {
 	t.Helper()
-	resp, err := http.Get(query + "/api/traces?service=retrylab&limit=100&lookback=1h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body struct{ Data []jaegerTrace }
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatal(err)
-	}
+	body := traces(t, query+"/api/traces?service=retrylab&limit=100&lookback=1h")
 	out := map[string]summary{}
 	for _, tr := range body.Data {
 		byID := map[string]int{}
@@ -144,6 +136,23 @@ func fetch(t *testing.T, query string) map[string]summary {
 		out[root] = sum
 	}
 	return out
+}
+
+// traces asks Jaeger's query API, on a connection closed afterwards (the
+// package's goleak check sees no idle one).
+func traces(t *testing.T, url string) (body struct{ Data []jaegerTrace }) {
+	t.Helper()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return body
 }
 
 func jsonNumber(v any) string {
@@ -198,16 +207,7 @@ func TestJaegerBodyFailureAndUnknownMethod(t *testing.T) {
 	for len(got) < 4 && time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond) // spans land 100-200 ms after a flush
 		got = nil
-		resp, err := http.Get(query + "/api/traces?service=" + service + "&limit=10&lookback=1h")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var body struct{ Data []jaegerTrace }
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		body := traces(t, query+"/api/traces?service="+service+"&limit=10&lookback=1h")
 		for _, tr := range body.Data {
 			for _, s := range tr.Spans {
 				tags := map[string]string{}

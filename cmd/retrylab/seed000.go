@@ -24,7 +24,7 @@ func maxRetries(n int) func(*policy.Policy) {
 }
 
 func budget(ratio float64) func(*policy.Policy) {
-	return func(p *policy.Policy) { p.Budget = policy.MustBudget(10*time.Second, 10, ratio) }
+	return func(p *policy.Policy) { p.Budget = policy.MustTPSBudget(10*time.Second, 10, ratio) }
 }
 
 var noBudget = func(p *policy.Policy) { p.Budget = nil }
