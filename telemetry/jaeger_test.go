@@ -18,7 +18,10 @@ import (
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/faultserver"
 	"github.com/retrystack/retrystack/telemetry"
-	"github.com/retrystack/retrystack/telemetry/otlp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
 // jaegerTrace is the part of Jaeger's /api/traces answer the test reads.
@@ -170,10 +173,16 @@ func TestJaegerBodyFailureAndUnknownMethod(t *testing.T) {
 		t.Fatal("JAEGER_QUERY and JAEGER_OTLP are not set: run scripts/jaeger-e2e.sh")
 	}
 	service := fmt.Sprintf("retrystack-e2e-%d", time.Now().UnixNano())
-	tp, err := otlp.NewTracerProvider(context.Background(), service, endpoint)
+	// The exporter's own transport, so its connection can be closed.
+	exportTr := &http.Transport{}
+	defer exportTr.CloseIdleConnections()
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(endpoint+"/v1/traces"),
+		otlptracehttp.WithHTTPClient(&http.Client{Transport: exportTr}))
 	if err != nil {
 		t.Fatal(err)
 	}
+	res := resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(service))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	tel, err := telemetry.New(telemetry.Config{TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
