@@ -20,6 +20,7 @@ import (
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/redirect"
@@ -385,8 +386,8 @@ func TestHugeDiscardedBodyIsNotRead(t *testing.T) {
 		}
 		discarded := read[:len(read)-1]
 		for i, n := range discarded {
-			if n > engine.DrainLimit {
-				t.Errorf("%s: discarded response %d: %d bytes read, over the drain limit %d", tt.path, i+1, n, engine.DrainLimit)
+			if n > wire.DrainLimit {
+				t.Errorf("%s: discarded response %d: %d bytes read, over the drain limit %d", tt.path, i+1, n, wire.DrainLimit)
 			}
 		}
 		want := make([]bool, len(read)) // no send after a huge body reuses its connection

@@ -60,7 +60,7 @@ func (j *lazyJar) SetCookies(u *url.URL, cookies []*http.Cookie) {
 func Layer(cfg Config) middleware.Layer {
 	jar := cfg.Jar
 	return middleware.Layer{Name: "cookies", Wrap: func(next http.RoundTripper) http.RoundTripper {
-		next = middleware.Base(next)
+		next = wire.Base(next)
 		if jar == nil {
 			return next
 		}

@@ -70,9 +70,6 @@ func New(cfg Config) (*Engine, error) {
 	}, nil
 }
 
-// Policy returns the engine's policy.
-func (e *Engine) Policy() policy.Policy { return e.p }
-
 func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack/faultserver"
 	"github.com/retrystack/retrystack/internal/rttest"
+	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/sethvargo/go-retry"
@@ -461,14 +462,14 @@ type closeTracker struct {
 func (c *closeTracker) Close() error { c.closed = true; return nil }
 
 // Discarded bodies are drained so the connection is reused, unless they are
-// longer than DrainLimit.
+// longer than the drain limit.
 func TestDiscardedBodies(t *testing.T) {
 	for _, tt := range []struct {
 		size       int
 		wantReused []bool
 	}{
 		{100, []bool{false, true, true}},
-		{DrainLimit * 4, []bool{false, false, false}},
+		{wire.DrainLimit * 4, []bool{false, false, false}},
 	} {
 		f := setup(t, policy.Default())
 		var reused []bool

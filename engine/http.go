@@ -19,36 +19,30 @@ import (
 // sent at once, outside the backoff and the budget.
 const causeAuth = "auth"
 
-// DrainLimit is the longest discarded response body the engine reads, for
-// at most a few milliseconds, so the connection can be reused; a body known
-// to be longer is closed unread, and its connection with it. It is
-// net/http's own limit for the redirects it follows.
-const DrainLimit = wire.DrainLimit
-
 // Layer returns the HTTP retry layer, named "retry", running every request
 // that passes through it under the engine's policy.
 func (e *Engine) Layer() middleware.Layer {
 	return middleware.Layer{Name: "retry", Wrap: func(next http.RoundTripper) http.RoundTripper {
-		next = middleware.Base(next)
-		return &Transport{e: e, next: next}
+		next = wire.Base(next)
+		return &transport{e: e, next: next}
 	}}
 }
 
-// Transport is the HTTP retry layer's RoundTripper. It is safe for
+// transport is the HTTP retry layer's RoundTripper. It is safe for
 // concurrent use.
-type Transport struct {
+type transport struct {
 	e    *Engine
 	next http.RoundTripper
 }
 
-var _ http.RoundTripper = (*Transport)(nil)
+var _ http.RoundTripper = (*transport)(nil)
 
 // RoundTrip sends req, and again as the policy decides. The returned
 // response is the last attempt's; its body keeps obeying the attempt and
 // total deadlines until it is read to the end or closed. An error is an
 // *Error or, with FailOnExhausted, an *ExhaustedError; both carry the
 // Report, as does the response (see ReportOf).
-func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	o := &httpOp{e: t.e, next: t.next, req: req, rep: Report{Policy: t.e.p.Name, Layer: t.e.layer}}
 	o.rep.Attempts = o.rep.attempt[:0]
 	o.operation = operation.From(req.Context()) // nil outside a Stack: sends numbered here
@@ -59,7 +53,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // CloseIdleConnections forwards to the next RoundTripper.
-func (t *Transport) CloseIdleConnections() {
+func (t *transport) CloseIdleConnections() {
 	middleware.CloseIdleConnections(t.next)
 }
 

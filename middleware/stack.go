@@ -99,7 +99,7 @@ func (s Stack) String() string {
 // connections are closed even when a layer in between cannot forward the
 // call. Then panics if a layer's Wrap returns nil: that layer is broken.
 func (s Stack) Then(base http.RoundTripper) http.RoundTripper {
-	base = Base(base)
+	base = wire.Base(base)
 	var rt http.RoundTripper = operation.Counter{Base: base} // the one writer of the send count
 	for i := len(s.layers) - 1; i >= 0; i-- {
 		rt = s.layers[i].Wrap(rt)
@@ -224,15 +224,6 @@ type RoundTripperFunc func(*http.Request) (*http.Response, error)
 
 // RoundTrip calls f(req).
 func (f RoundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-// Base returns rt, or http.DefaultTransport when rt is nil: what a layer's
-// Wrap does with a nil next.
-func Base(rt http.RoundTripper) http.RoundTripper {
-	if rt == nil {
-		return http.DefaultTransport
-	}
-	return rt
-}
 
 // CloseIdleConnections calls rt's CloseIdleConnections, if it has one: what
 // every layer's own CloseIdleConnections does with the RoundTripper it wraps.

@@ -58,7 +58,7 @@ func Layer(cfg Config) middleware.Layer {
 		cfg.MaxHops = DefaultMaxHops
 	}
 	return middleware.Layer{Name: "redirect", Wrap: func(next http.RoundTripper) http.RoundTripper {
-		next = middleware.Base(next)
+		next = wire.Base(next)
 		return &transport{next: next, cfg: cfg}
 	}}
 }

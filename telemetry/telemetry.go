@@ -159,7 +159,7 @@ func (t *Telemetry) Operation() middleware.Layer {
 		return middleware.InvalidLayer("telemetry", notMadeByNew)
 	}
 	return middleware.Layer{Name: "telemetry", Wrap: func(next http.RoundTripper) http.RoundTripper {
-		return &operationLayer{t: t, next: middleware.Base(next)}
+		return &operationLayer{t: t, next: wire.Base(next)}
 	}}
 }
 
@@ -172,7 +172,7 @@ func (t *Telemetry) Attempt() middleware.Layer {
 		return middleware.InvalidLayer("attempt-telemetry", notMadeByNew)
 	}
 	return middleware.Layer{Name: "attempt-telemetry", Wrap: func(next http.RoundTripper) http.RoundTripper {
-		return &attemptLayer{t: t, next: middleware.Base(next)}
+		return &attemptLayer{t: t, next: wire.Base(next)}
 	}}
 }
 

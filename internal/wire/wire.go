@@ -78,6 +78,15 @@ func ReadLimited(body io.ReadCloser, limit int64) (data []byte, cut bool) {
 	return data, err != nil || !stopped
 }
 
+// Base is rt, or http.DefaultTransport when rt is nil: what every layer
+// wraps when it is given no next RoundTripper.
+func Base(rt http.RoundTripper) http.RoundTripper {
+	if rt == nil {
+		return http.DefaultTransport
+	}
+	return rt
+}
+
 // IsUpgrade reports whether resp switches protocols: its Body is then the
 // connection, an io.ReadWriteCloser, and must reach the caller as it is.
 func IsUpgrade(resp *http.Response) bool {
