@@ -5,7 +5,7 @@
 // Where it sits decides what it sees. In reqwest's order, redirect →
 // cookies → retry → transport, it sees only the response the retry layer
 // finally hands back: a Set-Cookie on an attempt the retry layer threw away
-// never reaches the jar (seed 003's "cookie loss"). The layer installs a
+// never reaches the jar (reqwest loses it silently). The layer installs a
 // discard observer in the operation that the retry layers below it call: the
 // engine then reports the pitfall cookie-lost with the cookie names (never
 // their values), or, with Config.CaptureDiscarded, the layer stores those

@@ -1,6 +1,6 @@
 // Package faultserver is a scriptable, misbehaving origin for tests, the lab,
-// the examples and users' own tests. It reproduces every server of the seed
-// documents: statuses that never change or change after K requests, writes
+// the examples and users' own tests. It reproduces every server the lab's
+// experiments need (docs/presets.md names the systems they come from): statuses that never change or change after K requests, writes
 // that are processed and then fail, cookies set on responses a retry layer
 // throws away, Retry-After hints in every form, slow headers and bodies,
 // redirect chains, and connections dropped with or without a response.

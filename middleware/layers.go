@@ -122,7 +122,7 @@ func (h *header) CloseIdleConnections() { CloseIdleConnections(h.next) }
 
 // Timeout returns the layer "timeout", which bounds each request that passes
 // through it by d, from the moment it enters the layer until its response
-// body is read to the end or closed, as seed 004's attempt deadline does.
+// body is read to the end or closed, as an attempt deadline should.
 // Inside a retry layer that is a per-attempt timeout. A request that runs
 // out of time fails, or its body read fails, with a [*TimeoutError]; the
 // caller's own deadline and cancellation pass through unchanged. d <= 0

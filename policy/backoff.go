@@ -61,7 +61,7 @@ func (b Backoff) New(rnd func() float64) retry.Backoff {
 
 // WithFullJitter returns a backoff that waits floor(r·d) for each wait d
 // of next, with r from rnd (nil: math/rand/v2). Unlike go-retry's own
-// WithFullJitter, its randomness can be fixed, as seed 004 does with r=0.5.
+// WithFullJitter, its randomness can be fixed (a test's r=0.5).
 func WithFullJitter(rnd func() float64, next retry.Backoff) retry.Backoff {
 	rnd = orDefault(rnd)
 	return retry.BackoffFunc(func() (time.Duration, bool) {

@@ -2,11 +2,12 @@
 // (classifiers, idempotency, retryable statuses, what the server may already
 // have processed), when (backoff built on github.com/sethvargo/go-retry,
 // Retry-After hints, per-attempt and total time limits) and how much
-// (attempt limits). It does no I/O and never sleeps; package engine carries
+// (attempt limits, a [Budget] shared by a client). It does no I/O and never sleeps; package engine carries
 // the decisions out.
 //
 // A [Policy] is a plain struct. Start from a preset — [Default] (ours, safe),
-// [Python] (seed 001) or [Node] (seed 004) — and change fields; [Policy.Validate]
+// [Python] (patient, idempotent calls) or [Node] (strict, GET only) — and
+// change fields; [Policy.Validate]
 // reports invalid values as a [*ConfigError] before any request is sent.
 //
 // Every decision on the success path is allocation-free, and every value here

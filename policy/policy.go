@@ -86,9 +86,9 @@ const (
 	// DatesAll accepts IMF-fixdate and the obsolete RFC 850 and asctime
 	// forms, as RFC 9110 asks of recipients. The default.
 	DatesAll DateForms = iota
-	// DatesIMFOnly accepts only IMF-fixdate, as seed 004 does.
+	// DatesIMFOnly accepts only IMF-fixdate, as many clients do.
 	DatesIMFOnly
-	// DatesNone accepts seconds only, as seed 001 does.
+	// DatesNone accepts seconds only.
 	DatesNone
 )
 

@@ -27,7 +27,8 @@ func Default() Policy {
 	}
 }
 
-// Python returns seed 001's hand-written standard-library client: 4
+// Python returns a patient policy for idempotent calls, as a careful
+// hand-written client on Python's standard library has it (docs/presets.md): 4
 // attempts within a 20 s total budget, 5 s per attempt; only GET, HEAD, PUT,
 // DELETE and OPTIONS (or a request with an Idempotency-Key) are retried, on
 // 408, 425, 429, 500, 502, 503, 504 and transient transport errors;
@@ -57,7 +58,8 @@ func pythonSafe(req *http.Request) bool {
 	return hasIdempotencyKey(req.Header)
 }
 
-// Node returns seed 004's careful GET-only client: 3 attempts within 4 s,
+// Node returns a strict GET-only policy, as a careful Node.js client has it
+// (docs/presets.md): 3 attempts within 4 s,
 // 1 s per attempt (the body read included); only GET on 429 and 503;
 // full-jitter backoff floor(r·min(200 ms, 50 ms·2^(n-1))); Retry-After in
 // whole seconds or IMF-fixdate, waiting the larger of hint and backoff, and
@@ -146,8 +148,8 @@ func (r RetryOn) Classify(a Attempt) Decision {
 	return Stop(StopNonRetryable)
 }
 
-// Codex returns the request-level policy of the Codex model client (seed
-// 002): 4 request retries, RetryOn{429: false, 5xx: true, transport: true},
+// Codex returns the request-level policy of OpenAI's Codex model client
+// (docs/presets.md): 4 request retries, RetryOn{429: false, 5xx: true, transport: true},
 // backoff 200 ms·2^(n-1) with ×[0.9, 1.1) jitter, and a server-provided
 // delay that replaces the backoff.
 func Codex() Policy {
