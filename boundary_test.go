@@ -22,6 +22,7 @@ import (
 	"github.com/retrystack/retrystack/cookiejar"
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 )
@@ -482,5 +483,79 @@ func TestUpgradeKeepsTheConnection(t *testing.T) {
 	}
 	if rep := engine.ReportOf(resp); rep == nil || len(rep.Attempts) != 1 || rep.Stop != policy.StopSuccess {
 		t.Errorf("report %v", rep)
+	}
+}
+
+// slowBody answers a few bytes at a time, slowly: a drain that the
+// discard's timer closes while a Read is running.
+type slowBody struct{ r io.Reader }
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	time.Sleep(2 * wire.DrainTime) // slower than the drain's bound, on purpose: not a timing assertion
+	return b.r.Read(p[:min(len(p), 2)])
+}
+
+func (b *slowBody) Close() error { return nil }
+
+// A discarded hop whose body is still being read when the drain's timer
+// closes it: Close and Read meet in the engine's body wrapper, which must
+// take it (run under -race).
+func TestDrainClosedUnderARead(t *testing.T) {
+	base := middleware.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		if r.URL.Path == "/a" {
+			return &http.Response{StatusCode: 302, Header: http.Header{"Location": {"/b"}}, ContentLength: 10,
+				Body: &slowBody{strings.NewReader("0123456789")}, Request: r}, nil
+		}
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	c, err := retrystack.NewClient(retrystack.Config{Policy: fastPolicy(), Transport: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		resp, err := c.Get("http://example.test/a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+}
+
+// A mock base that leaves resp.Request unset still gets its report: the
+// boundary fills it in, as net/http's Transport would have.
+func TestReportWithoutResponseRequest(t *testing.T) {
+	var n atomic.Int32
+	base := middleware.RoundTripperFunc(func(*http.Request) (*http.Response, error) {
+		code := 503
+		if n.Add(1) > 1 {
+			code = 200
+		}
+		return &http.Response{StatusCode: code, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("x"))}, nil
+	})
+	for name, build := range map[string]func() (*http.Client, error){
+		"NewClient": func() (*http.Client, error) {
+			return retrystack.NewClient(retrystack.Config{Policy: fastPolicy(), Transport: base})
+		},
+		"NewTransport": func() (*http.Client, error) {
+			rt, err := retrystack.NewTransport(retrystack.Config{Policy: fastPolicy(), Transport: base})
+			return &http.Client{Transport: rt}, err
+		},
+	} {
+		n.Store(0)
+		c, err := build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.Get("http://example.test/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if rep := engine.ReportOf(resp); rep == nil || len(rep.Attempts) != 2 {
+			t.Errorf("%s: report %v, want 2 attempts", name, rep)
+		}
 	}
 }

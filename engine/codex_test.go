@@ -91,3 +91,59 @@ func TestNestedAndFallback(t *testing.T) {
 		t.Errorf("report: layer %q, %d fallbacks, stop %s", rep.Layer, rep.Fallbacks, rep.Stop)
 	}
 }
+
+// The resend after a refresh is no pitfall for a POST (the 401 refused
+// it), and with no attempt left nothing is refreshed: the 401 is the
+// answer.
+func TestRefreshAuthReporting(t *testing.T) {
+	var refreshes atomic.Int32
+	refresh := func(c *Config) {
+		c.Prepare = func(r *http.Request, n int) error {
+			if refreshes.Load() > 0 {
+				r.Header.Set("Authorization", "Bearer new")
+			}
+			return nil
+		}
+		c.RefreshAuth = func(context.Context, *http.Response) error { refreshes.Add(1); return nil }
+	}
+	f := setup(t, policy.Default(), refresh)
+	resp, rep, err := f.send(context.Background(), "POST", "/auth", "x", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(rep.Pitfalls) != 0 {
+		t.Errorf("POST after a refresh: status %d, pitfalls %v; want 200 and none", resp.StatusCode, rep.Pitfalls)
+	}
+
+	refreshes.Store(0)
+	one := policy.Default()
+	one.MaxAttempts = 1
+	f = setup(t, one, refresh)
+	resp, rep, err = f.send(context.Background(), "GET", "/auth", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 || refreshes.Load() != 0 || rep.Stop != policy.StopNonRetryable {
+		t.Errorf("one attempt: status %d, %d refreshes, stop %s; want 401, 0, non-retryable", resp.StatusCode, refreshes.Load(), rep.Stop)
+	}
+}
+
+// A classifier's zero Decision stops the operation: nothing is resent
+// outside every limit.
+func TestZeroDecisionStops(t *testing.T) {
+	p := policy.Default()
+	p.Classify = func(policy.Attempt) policy.Decision { return policy.Decision{} }
+	for path, want := range map[string]policy.StopReason{"/s/200": policy.StopSuccess, "/s/503": policy.StopNonRetryable} {
+		f := setup(t, p)
+		resp, rep, err := f.send(context.Background(), "GET", path, "", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if f.requests() != 1 || rep.Stop != want {
+			t.Errorf("%s: %d requests, stop %s; want 1, %s", path, f.requests(), rep.Stop, want)
+		}
+	}
+}

@@ -184,7 +184,7 @@ func (t *wireTrace) reset() {
 }
 
 func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error) policy.Decision {
-	if err == nil && resp.StatusCode == http.StatusUnauthorized && o.e.refreshAuth != nil && !o.refreshed {
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && o.e.refreshAuth != nil && !o.refreshed && n < o.e.p.MaxAttempts {
 		o.refreshed = true // once per operation: a refresh that does not help is not retried
 		if o.e.refreshAuth(&o.outside, resp) == nil {
 			return policy.Retry(causeAuth)
@@ -243,11 +243,12 @@ func (o *httpOp) abandon() {
 
 // keep hands resp to the caller with its body watched: the deadlines end
 // when it is read to the end or closed, and a read that fails sets the
-// report's stop and returns an *Error. An empty body has nothing to watch;
+// report's stop and returns an *Error. A body known to be empty has nothing
+// to watch;
 // an upgraded connection (101) is the caller's as it is, no deadline of
 // the engine's bounding it.
 func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
-	if resp.Body == http.NoBody || wire.IsUpgrade(resp) {
+	if wire.Empty(resp) || wire.IsUpgrade(resp) {
 		d.release()
 		return resp
 	}
@@ -262,8 +263,8 @@ func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
 type finalBody struct {
 	rc     io.ReadCloser
 	d      deadlines
-	err    error // the first failure, as returned
-	closed bool
+	err    error       // the first failure, as returned
+	closed atomic.Bool // Close may come while a Read is blocked (a stalled drain)
 }
 
 func (b *finalBody) Read(p []byte) (int, error) {
@@ -275,7 +276,7 @@ func (b *finalBody) Read(p []byte) (int, error) {
 	case err == nil:
 	case err == io.EOF:
 		b.d.release()
-	case b.closed: // a read after Close: the caller's mistake, not the download's
+	case b.closed.Load(): // a read after Close: the caller's mistake, not the download's
 	default:
 		stop, ok := b.d.stopFor()
 		if !ok {
@@ -290,7 +291,7 @@ func (b *finalBody) Read(p []byte) (int, error) {
 }
 
 func (b *finalBody) Close() error {
-	b.closed = true
+	b.closed.Store(true)
 	err := b.rc.Close()
 	b.d.release()
 	return err

@@ -159,6 +159,9 @@ func run[T any, O loopOp[T]](ctx, hookCtx context.Context, e *Engine, o O, rep *
 		v, info, err := o.attempt(d.attempt, n)
 		held, holding = v, err == nil
 		dec := o.decide(n, v, info, err)
+		if !dec.Retry && dec.Stop == "" { // a classifier's zero Decision
+			dec = settled(v, err, o)
+		}
 		overruled := false
 		if err != nil {
 			// Time and cancellation overrule the classifier: a caller that
@@ -205,7 +208,7 @@ func run[T any, O loopOp[T]](ctx, hookCtx context.Context, e *Engine, o O, rep *
 			return o.keep(v, d), nil
 		}
 
-		if o.unsafe(info) {
+		if o.unsafe(info) && dec.Cause != causeAuth { // a 401 refused the request: resending repeats nothing
 			e.pitfall(hookCtx, rep, PitfallNonIdempotentRetried)
 		}
 		if err == nil {
@@ -223,6 +226,16 @@ func run[T any, O loopOp[T]](ctx, hookCtx context.Context, e *Engine, o O, rep *
 			return fail(deadlines{caller: ctx, op: opCtx, attempt: opCtx}.mustStop(), err)
 		}
 	}
+}
+
+// settled makes a decision that neither retries nor names a stop (a
+// classifier's zero Decision) a stop: without one the loop would resend
+// forever, outside every limit.
+func settled[T any, O loopOp[T]](v T, err error, o O) policy.Decision {
+	if err != nil || o.status(v) >= 400 {
+		return policy.Stop(policy.StopNonRetryable)
+	}
+	return policy.Stop(policy.StopSuccess)
 }
 
 // plan decides whether a wanted retry happens and how long to wait first.

@@ -480,3 +480,32 @@ func setGlobalPropagator(p propagation.TextMapPropagator) (restore func()) {
 	otel.SetTextMapPropagator(p)
 	return func() { otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator()) }
 }
+
+// Over HTTP/2 a 204 or a HEAD answer has a body of net/http's own, not
+// http.NoBody: it is still known empty, so both spans end at the headers.
+func TestEmptyBodiesOverHTTP2EndAtHeaders(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	r := newRig(t, policy.Default(), func(c *retrystack.Config) { c.Transport = srv.Client().Transport })
+	for _, m := range []string{http.MethodGet, http.MethodHead} {
+		req, _ := http.NewRequest(m, srv.URL, nil)
+		resp, err := r.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("spoke %s", resp.Proto)
+		}
+		ended := len(r.spans.Ended())
+		resp.Body.Close()
+		if ended%2 != 0 || ended == 0 {
+			t.Errorf("%s: %d spans ended before Close, want both of this request's", m, ended)
+		}
+	}
+}

@@ -593,10 +593,11 @@ type endingBody struct {
 }
 
 // watch wraps resp's body so that owner is told when it is done, and
-// reports whether it did: an empty body has nothing to wait for, and a
-// 101's body is the connection, which must reach the caller as it is.
+// reports whether it did: a body known to be empty has nothing to wait
+// for, and a 101's body is the connection, which must reach the caller as
+// it is.
 func (b *endingBody) watch(resp *http.Response, owner ender) bool {
-	if resp.Body == http.NoBody || wire.IsUpgrade(resp) {
+	if wire.Empty(resp) || wire.IsUpgrade(resp) {
 		return false
 	}
 	b.rc, b.owner = resp.Body, owner

@@ -38,7 +38,24 @@ func RoundTrip(next http.RoundTripper, req *http.Request) (*http.Response, error
 		}
 		resp.Body = http.NoBody
 	}
+	if resp.Request == nil {
+		// net/http's Transport sets it; a mock often does not, and the
+		// retry layer's report and the cookie layer's hop URL hang on it.
+		resp.Request = req
+	}
 	return resp, nil
+}
+
+// Empty reports whether resp is known to have no body to read: net/http's
+// NoBody, a length of 0, a 204 or 304, or the answer to a HEAD (HTTP/2
+// gives those a body of its own, not NoBody).
+func Empty(resp *http.Response) bool {
+	switch {
+	case resp.Body == http.NoBody, resp.ContentLength == 0,
+		resp.StatusCode == http.StatusNoContent, resp.StatusCode == http.StatusNotModified:
+		return true
+	}
+	return resp.Request != nil && resp.Request.Method == http.MethodHead
 }
 
 // Discard releases a response nobody will read: a short body (known to be
@@ -54,7 +71,9 @@ func Discard(resp *http.Response) {
 		// net/http's bodies may be closed while a Read is blocked.
 		t := time.AfterFunc(DrainTime, func() { body.Close() })
 		io.CopyN(io.Discard, body, DrainLimit+1)
-		t.Stop()
+		if !t.Stop() {
+			return // the timer closed it: once is enough
+		}
 	}
 	body.Close()
 }
