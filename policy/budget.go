@@ -166,11 +166,14 @@ func (b *TPSBudget) expire() {
 		return // another goroutine moved the window on
 	}
 	b.slots[b.index].Store(b.writer.Swap(0))
-	idx := (b.index + 1) % budgetSlots
-	for n := 0; diff > b.window && n < budgetSlots; n++ { // after a long idle, every slot is stale
+	// Move on one slot per window gone by, clearing each: it held the
+	// window one ttl ago, which has now expired. After a long idle every
+	// slot is stale.
+	idx := b.index
+	for n := 0; diff >= b.window && n < budgetSlots; n++ {
+		idx = (idx + 1) % budgetSlots
 		b.slots[idx].Store(0)
 		diff -= b.window
-		idx = (idx + 1) % budgetSlots
 	}
 	b.index = idx
 	b.genAt.Store(now)

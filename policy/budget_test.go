@@ -213,3 +213,24 @@ func TestZeroBudget(t *testing.T) {
 		t.Errorf("Validate: %v", err)
 	}
 }
+
+// Under steady traffic, with the clock moving a little at a time, a deposit
+// counts for the whole ttl, not half of it.
+func TestBudgetDepositsLastTheTTL(t *testing.T) {
+	b := MustTPSBudget(time.Second, 0, 1)
+	now := manual(b)
+	for range 100 {
+		b.Deposit()
+	}
+	for *now = 0; *now < 900*time.Millisecond; *now += 5 * time.Millisecond {
+		if n := b.Retries(); n != 100 {
+			t.Fatalf("at %v: %d retries left, want the 100 deposited", *now, n)
+		}
+	}
+	for ; *now < 1200*time.Millisecond; *now += 5 * time.Millisecond {
+		b.Retries()
+	}
+	if n := b.Retries(); n != 0 {
+		t.Errorf("after the ttl: %d retries left, want 0", n)
+	}
+}
