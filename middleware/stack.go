@@ -202,7 +202,7 @@ type chain struct {
 }
 
 // RoundTrip sends req through the layers, as one logical operation that
-// they share (a request that already belongs to one stays in it). What
+// they share, its own even when req was made under another's. What
 // comes out keeps the RoundTripper contract whatever a layer or the base
 // returned (see the package documentation).
 func (c *chain) RoundTrip(req *http.Request) (*http.Response, error) {

@@ -101,3 +101,46 @@ func permutations(s []string) [][]string {
 	}
 	return out
 }
+
+// A stack inside another counts its own sends: NewClient over NewTransport
+// sends twice on a 503 then 200, and each level reports what it did — the
+// outer one send into the inner stack, the inner two sends on the wire.
+func TestNestedStacksCountTheirOwn(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	tel, _ := telemetry.New(telemetry.Config{TracerProvider: tp})
+	p := policy.Default()
+	p.Backoff.Base = time.Microsecond
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	inner, err := retrystack.NewTransport(retrystack.Config{Policy: &p, Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outer, err := retrystack.NewClient(retrystack.Config{Policy: &p, Telemetry: tel, Transport: inner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := outer.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var attempts []string
+	for _, s := range rec.Ended() {
+		if v, ok := attr(s, "retrystack.attempts"); ok {
+			attempts = append(attempts, v)
+		}
+	}
+	if fmt.Sprint(attempts) != "[1]" || n.Load() != 2 {
+		t.Errorf("outer operation counted %v sends, the server saw %d; want [1] and 2", attempts, n.Load())
+	}
+}

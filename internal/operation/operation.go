@@ -1,6 +1,7 @@
 // Package operation is what the layers of one stack share about one
 // logical operation, across its retries and redirect hops. It is created
-// in one place, where a request enters a stack (middleware.Stack.Then),
+// in one place, where a request enters a stack (middleware.Stack.Then's
+// RoundTrip),
 // flows down the request's context, and is written in one place too: the
 // send counter next to the base transport. Two facts travel upward, and
 // only these: the discard observer a cookie layer installs for the retry
@@ -51,10 +52,14 @@ type Context struct {
 	Operation Operation
 }
 
-// Value answers for the Operation and asks the parent otherwise.
+// Value answers for the Operation, hides a Sender of an enclosing stack
+// (its report is not this operation's), and asks the parent otherwise.
 func (c *Context) Value(key any) any {
-	if key == (operationKey{}) {
+	switch key.(type) {
+	case operationKey:
 		return &c.Operation
+	case senderKey:
+		return nil
 	}
 	return c.Context.Value(key)
 }
@@ -65,12 +70,12 @@ func From(ctx context.Context) *Operation {
 	return o
 }
 
-// Start returns req carrying an Operation: req itself when it has one,
-// else a copy with a new one, both in one allocation.
+// Start returns a copy of req carrying a new Operation, both in one
+// allocation. Every request that enters a stack starts one, even under the
+// context of another's: a stack used inside another (as its transport, or
+// by a Prepare that fetches a token) counts its own sends, and the
+// enclosing one counts each call into it as one send.
 func Start(req *http.Request) *http.Request {
-	if From(req.Context()) != nil {
-		return req
-	}
 	s := new(started)
 	s.ctx.Context = req.Context()
 	s.req = *req.WithContext(&s.ctx) // WithContext's copy stays on the stack
