@@ -559,3 +559,45 @@ func TestReportWithoutResponseRequest(t *testing.T) {
 		}
 	}
 }
+
+// Policy.Timeout bounds the whole operation, every redirect hop included:
+// the attempts of all hops run under one and the same deadline, fixed
+// when the first hop started.
+func TestTimeoutCoversEveryHop(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/end" {
+			http.Redirect(w, r, "/end", http.StatusFound)
+		}
+	}))
+	defer srv.Close()
+	var deadlines []time.Time
+	watch := middleware.Layer{Name: "watch", Wrap: func(next http.RoundTripper) http.RoundTripper {
+		return middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			dl, ok := req.Context().Deadline()
+			if !ok {
+				t.Errorf("%s sent without a deadline", req.URL.Path)
+			}
+			deadlines = append(deadlines, dl)
+			return next.RoundTrip(req)
+		})
+	}}
+	p := fastPolicy()
+	p.Timeout = time.Hour
+	s, err := retrystack.NewStack(retrystack.Config{Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = s.InsertAfter("retry", watch); err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := retrystack.Client(s, tr).Get(srv.URL + "/start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(deadlines) != 2 || !deadlines[0].Equal(deadlines[1]) {
+		t.Errorf("deadlines of the two hops %v, want one and the same", deadlines)
+	}
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -78,6 +79,7 @@ func (o *funcOp[T]) covered() bool                         { return true }
 func (o *funcOp[T]) unsafe(attemptInfo) bool               { return false }
 func (o *funcOp[T]) statusError(T) *middleware.StatusError { return nil }
 func (o *funcOp[T]) abandon()                              {}
+func (o *funcOp[T]) deadline(d time.Duration) time.Time    { return time.Now().Add(d) }
 
 func (o *funcOp[T]) endAttempt() {
 	if o.cancel != nil {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/wire"
@@ -233,6 +234,15 @@ func (o *httpOp) discard(resp *http.Response) (lost []string) {
 
 func (o *httpOp) statusError(resp *http.Response) *middleware.StatusError {
 	return middleware.ReadStatusError(resp, middleware.DefaultStatusBodyLimit)
+}
+
+// deadline is shared by every hop of the stack's operation: the first
+// hop's retry layer fixes it.
+func (o *httpOp) deadline(d time.Duration) time.Time {
+	if o.operation != nil {
+		return o.operation.Deadline(d)
+	}
+	return time.Now().Add(d)
 }
 
 func (o *httpOp) abandon() {

@@ -37,6 +37,8 @@ type loopOp[T any] interface {
 	statusError(v T) *middleware.StatusError
 	// abandon releases what the operation holds when no attempt was sent.
 	abandon()
+	// deadline is the instant a Policy.Timeout of d ends the operation.
+	deadline(d time.Duration) time.Time
 }
 
 // attemptInfo is what an attempt learnt about the wire.
@@ -108,7 +110,7 @@ func run[T any, O loopOp[T]](ctx, hookCtx context.Context, e *Engine, o O, rep *
 	start := e.now()
 	opCtx, cancelOp := ctx, context.CancelFunc(nil)
 	if e.p.Timeout > 0 {
-		opCtx, cancelOp = context.WithTimeout(ctx, e.p.Timeout)
+		opCtx, cancelOp = context.WithDeadline(ctx, o.deadline(e.p.Timeout))
 	}
 	var (
 		held     T    // a result not yet discarded or handed back

@@ -18,9 +18,10 @@ type Policy struct {
 	// AttemptTimeout bounds each attempt, from sending to the end of its
 	// body; an attempt gets min(AttemptTimeout, time left). 0: no limit.
 	AttemptTimeout time.Duration
-	// Timeout bounds the whole operation: attempts, waits and the read of
-	// the final body. The caller's context deadline applies too; the earlier
-	// one wins. 0: only the caller's context.
+	// Timeout bounds the whole operation: attempts, waits, every redirect
+	// hop (in a Stack, the deadline is fixed when the first hop starts)
+	// and the read of the final body. The caller's context deadline
+	// applies too; the earlier one wins. 0: only the caller's context.
 	Timeout time.Duration
 	// Classify decides what is retried. Required.
 	Classify Classifier

@@ -13,12 +13,14 @@ import (
 	"net"
 	"net/http"
 	"sync/atomic"
+	"time"
 )
 
 // Operation is one logical operation's shared state.
 type Operation struct {
-	sends   atomic.Int32
-	discard DiscardObserver // set and read on the request's goroutine
+	sends    atomic.Int32
+	discard  DiscardObserver // set and read on the request's goroutine
+	deadline time.Time       // the total deadline, fixed by the first retry layer with one
 }
 
 // A DiscardObserver sees each response a retry layer below it throws away,
@@ -36,6 +38,16 @@ func (o *Operation) SwapDiscard(obs DiscardObserver) DiscardObserver {
 	prev := o.discard
 	o.discard = obs
 	return prev
+}
+
+// Deadline returns the operation's total deadline: now + timeout for the
+// first caller, the same instant for every later one (the retry layer of
+// each redirect hop), so a Policy.Timeout bounds the whole operation.
+func (o *Operation) Deadline(timeout time.Duration) time.Time {
+	if o.deadline.IsZero() {
+		o.deadline = time.Now().Add(timeout)
+	}
+	return o.deadline
 }
 
 // Discard is the observer in force, or nil.
