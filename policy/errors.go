@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"reflect"
 	"syscall"
 
 	"golang.org/x/net/http2"
@@ -137,10 +138,44 @@ func KindOf(err error) ErrorKind {
 	if is[http2.ConnectionError](err) {
 		return ErrorProtocol
 	}
+	if k, ok := bundledHTTP2(err); ok {
+		return k
+	}
 	if is[tls.AlertError](err) || is[tls.RecordHeaderError](err) {
 		return ErrorTLS
 	}
 	return ErrorOther
+}
+
+// bundledHTTP2 classifies the HTTP/2 errors of net/http's own HTTP/2
+// implementation (h2_bundle.go), which http.Transport uses unless told
+// otherwise: their types are unexported copies of x/net's, so errors.As
+// cannot name them. It recognises them by package, type name and the
+// error-code field, never by message, along err's Unwrap chain.
+func bundledHTTP2(err error) (ErrorKind, bool) {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		t := reflect.TypeOf(e)
+		if t.Kind() != reflect.Struct || t.PkgPath() != "net/http" || t.NumField() < 2 {
+			continue
+		}
+		code, name := reflect.ValueOf(e).Field(1), t.Field(1).Name
+		if code.Kind() != reflect.Uint32 {
+			continue
+		}
+		switch {
+		case t.Name() == "http2StreamError" && name == "Code":
+			if http2.ErrCode(code.Uint()) == http2.ErrCodeRefusedStream {
+				return ErrorRefusedStream, true
+			}
+			return ErrorProtocol, true
+		case t.Name() == "http2GoAwayError" && name == "ErrCode":
+			if http2.ErrCode(code.Uint()) == http2.ErrCodeNo {
+				return ErrorGoAway, true
+			}
+			return ErrorProtocol, true
+		}
+	}
+	return 0, false
 }
 
 // is reports whether err's tree holds an E.
