@@ -20,6 +20,7 @@ import (
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/redirect"
 	"github.com/retrystack/retrystack/telemetry"
@@ -506,6 +507,39 @@ func TestEmptyBodiesOverHTTP2EndAtHeaders(t *testing.T) {
 		resp.Body.Close()
 		if ended%2 != 0 || ended == 0 {
 			t.Errorf("%s: %d spans ended before Close, want both of this request's", m, ended)
+		}
+	}
+}
+
+// With error-for-status inside the telemetry layer, the operation span
+// still records the status that the error carries.
+func TestStatusOfAnErrorForStatus(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(404) }))
+	defer srv.Close()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	tel, _ := telemetry.New(telemetry.Config{TracerProvider: tp})
+	s, err := retrystack.NewStack(retrystack.Config{Telemetry: tel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = s.InsertAfter("telemetry", middleware.ErrorForStatus(0)); err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	if _, err := retrystack.Client(s, tr).Get(srv.URL); err == nil {
+		t.Fatal("no error for a 404")
+	}
+	for _, sp := range rec.Ended() {
+		if sp.SpanKind() == trace.SpanKindInternal {
+			if code, _ := attr(sp, "http.response.status_code"); code != "404" {
+				t.Errorf("operation span status_code %q, want 404", code)
+			}
+			if et, _ := attr(sp, "error.type"); et != "404" {
+				t.Errorf("operation span error.type %q, want 404", et)
+			}
 		}
 	}
 }

@@ -263,6 +263,9 @@ func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := wire.RoundTrip(o.next, req.WithContext(&s.ctx))
 	if err != nil {
 		s.rep = engine.ReportFrom(err)
+		if se, ok := errors.AsType[*middleware.StatusError](err); ok {
+			s.status = se.StatusCode // a response a layer inside made into an error
+		}
 		s.finish(err, true)
 		return nil, err
 	}
