@@ -254,9 +254,8 @@ func (o *httpOp) abandon() {
 // keep hands resp to the caller with its body watched: the deadlines end
 // when it is read to the end or closed, and a read that fails sets the
 // report's stop and returns an *Error. A body known to be empty has nothing
-// to watch;
-// an upgraded connection (101) is the caller's as it is, no deadline of
-// the engine's bounding it.
+// to watch; an upgraded connection (101) is the caller's as it is, no
+// deadline of the engine's bounding it.
 func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
 	if wire.Empty(resp) || wire.IsUpgrade(resp) {
 		d.release()

@@ -227,8 +227,4 @@ func (f RoundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // CloseIdleConnections calls rt's CloseIdleConnections, if it has one: what
 // every layer's own CloseIdleConnections does with the RoundTripper it wraps.
-func CloseIdleConnections(rt http.RoundTripper) {
-	if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
-}
+func CloseIdleConnections(rt http.RoundTripper) { wire.CloseIdle(rt) }

@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/retrystack/retrystack/internal/wire"
 )
 
 // Operation is one logical operation's shared state.
@@ -105,11 +107,7 @@ type started struct {
 type Counter struct{ Base http.RoundTripper }
 
 // CloseIdleConnections forwards to the base.
-func (c Counter) CloseIdleConnections() {
-	if ci, ok := c.Base.(interface{ CloseIdleConnections() }); ok {
-		ci.CloseIdleConnections()
-	}
-}
+func (c Counter) CloseIdleConnections() { wire.CloseIdle(c.Base) }
 
 // RoundTrip counts the send and makes it.
 func (c Counter) RoundTrip(req *http.Request) (*http.Response, error) {

@@ -106,6 +106,13 @@ func Base(rt http.RoundTripper) http.RoundTripper {
 	return rt
 }
 
+// CloseIdle calls rt's CloseIdleConnections, if it has one.
+func CloseIdle(rt http.RoundTripper) {
+	if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 // IsUpgrade reports whether resp switches protocols: its Body is then the
 // connection, an io.ReadWriteCloser, and must reach the caller as it is.
 func IsUpgrade(resp *http.Response) bool {
