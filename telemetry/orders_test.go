@@ -1,7 +1,6 @@
 package telemetry_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,9 +14,7 @@ import (
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/cookiejar"
 	"github.com/retrystack/retrystack/policy"
-	"github.com/retrystack/retrystack/telemetry"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -40,10 +37,7 @@ func TestSendNumberingInEveryOrder(t *testing.T) {
 	for _, order := range permutations([]string{"redirect", "cookies", "retry"}) {
 		t.Run(strings.Join(order, ","), func(t *testing.T) {
 			n.Store(0)
-			rec := tracetest.NewSpanRecorder()
-			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-			defer tp.Shutdown(context.Background())
-			tel, _ := telemetry.New(telemetry.Config{TracerProvider: tp})
+			rec, tel := traced(t)
 			p := policy.Default()
 			p.Backoff.Base = time.Microsecond
 			s, err := retrystack.NewStack(retrystack.Config{Policy: &p, Telemetry: tel, Cookies: cookiejar.Config{Jar: cookiejar.NewJar()}})
@@ -113,10 +107,7 @@ func TestNestedStacksCountTheirOwn(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
-	tel, _ := telemetry.New(telemetry.Config{TracerProvider: tp})
+	rec, tel := traced(t)
 	p := policy.Default()
 	p.Backoff.Base = time.Microsecond
 	tr := &http.Transport{}

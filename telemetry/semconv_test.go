@@ -516,10 +516,7 @@ func TestEmptyBodiesOverHTTP2EndAtHeaders(t *testing.T) {
 func TestStatusOfAnErrorForStatus(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(404) }))
 	defer srv.Close()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
-	tel, _ := telemetry.New(telemetry.Config{TracerProvider: tp})
+	rec, tel := traced(t)
 	s, err := retrystack.NewStack(retrystack.Config{Telemetry: tel})
 	if err != nil {
 		t.Fatal(err)
@@ -542,4 +539,18 @@ func TestStatusOfAnErrorForStatus(t *testing.T) {
 			}
 		}
 	}
+}
+
+// traced returns a Telemetry over a recording tracer, shut down when the
+// test ends.
+func traced(t *testing.T) (*tracetest.SpanRecorder, *telemetry.Telemetry) {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	tel, err := telemetry.New(telemetry.Config{TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec, tel
 }

@@ -333,10 +333,7 @@ func TestTransparentAttemptEvent(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer h2.Close()
-			rec := tracetest.NewSpanRecorder()
-			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-			defer tp.Shutdown(context.Background())
-			tel, _ := telemetry.New(telemetry.Config{TracerProvider: tp})
+			rec, tel := traced(t)
 			tr := &http.Transport{Protocols: new(http.Protocols)}
 			tr.Protocols.SetUnencryptedHTTP2(true)
 			defer tr.CloseIdleConnections()
