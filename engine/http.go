@@ -46,11 +46,27 @@ var _ http.RoundTripper = (*transport)(nil)
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	o := &httpOp{e: t.e, next: t.next, req: req, rep: Report{Policy: t.e.p.Name, Layer: t.e.layer}}
 	o.rep.Attempts = o.rep.attempt[:0]
-	o.operation = operation.From(req.Context()) // nil outside a Stack: sends numbered here
-	o.sends = operation.SenderContext{Context: req.Context(), Sender: o}
 	o.outside.Context = req.Context()
 	o.trace.bind()
-	return run(&o.sends, &o.outside, t.e, o, &o.rep)
+	ctx := req.Context()
+	callerTrace := httptrace.ContextClientTrace(ctx) != nil
+	o.operation = operation.From(ctx) // nil outside a Stack: sends numbered here
+	o.sending = operation.Sending{Sender: o, Trace: &o.trace.client}
+	if o.operation != nil && !callerTrace && o.operation.Begin(&o.sending) {
+		// The stack's context names o the Sender and carries its trace:
+		// an attempt needs a request of its own only for a body, a Prepare
+		// or a deadline.
+		defer o.sending.End()
+	} else {
+		o.sends.SenderContext = operation.SenderContext{Context: ctx, Sender: o}
+		if !callerTrace && operation.TraceKey != nil {
+			o.sends.trace = &o.trace.client
+		} else {
+			o.compose = true
+		}
+		ctx = &o.sends
+	}
+	return run(ctx, &o.outside, t.e, o, &o.rep)
 }
 
 // CloseIdleConnections forwards to the next RoundTripper.
@@ -69,9 +85,27 @@ type httpOp struct {
 	refreshed bool                 // RefreshAuth ran for this operation
 	rep       Report
 	trace     wireTrace
-	sends     operation.SenderContext // the attempts': names o their Sender
-	outside   operation.Detached      // the hooks' and RefreshAuth's
-	body      finalBody               // the returned response's Body
+	sending   operation.Sending  // o's sends under the stack's context
+	sends     attemptContext     // or under a context of o's: outside a Stack, or inside another retry layer's sends
+	compose   bool               // the caller traces too: each attempt gets a copy of the trace, composed with the caller's
+	outside   operation.Detached // the hooks' and RefreshAuth's
+	body      finalBody          // the returned response's Body
+}
+
+// attemptContext is the context of a retry layer's attempts when the
+// stack's cannot be theirs: it names the layer their Sender and answers for
+// its wire trace itself, as httptrace.WithClientTrace would, without a
+// context per attempt.
+type attemptContext struct {
+	operation.SenderContext
+	trace *httptrace.ClientTrace // nil when the caller traces too: composed per attempt
+}
+
+func (c *attemptContext) Value(key any) any {
+	if c.trace != nil && key == operation.TraceKey {
+		return c.trace
+	}
+	return c.SenderContext.Value(key)
 }
 
 // resend numbers the send about to be made: the sends of the operation so
@@ -106,14 +140,18 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	tr.reset()
 	resend := o.resend()
 	o.attempts++
-	ct := &tr.client
-	if httptrace.ContextClientTrace(ctx) != nil {
+	if o.compose {
 		// WithClientTrace composes the caller's trace into the one it is
 		// given: then each attempt needs a copy of its own.
-		cp := *ct
-		ct = &cp
+		cp := tr.client
+		ctx = httptrace.WithClientTrace(ctx, &cp)
 	}
-	r := o.req.WithContext(httptrace.WithClientTrace(ctx, ct))
+	r := o.req
+	if ctx != r.Context() || body != nil || o.e.prepare != nil {
+		// A copy of its own, never reused: the transport may still hold
+		// the previous attempt's.
+		r = o.req.WithContext(ctx)
+	}
 	if body != nil {
 		r.Body = body
 	}

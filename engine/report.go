@@ -84,7 +84,14 @@ func ReportOf(resp *http.Response) *Report {
 	if resp == nil || resp.Request == nil {
 		return nil
 	}
-	if o, ok := operation.SenderFrom(resp.Request.Context()).(*httpOp); ok {
+	ctx := resp.Request.Context()
+	s := operation.SenderFrom(ctx) // a request of the layer's own
+	if s == nil {
+		if op := operation.From(ctx); op != nil {
+			s = op.Last() // a request the layer sent as it came
+		}
+	}
+	if o, ok := s.(*httpOp); ok {
 		return &o.rep
 	}
 	return nil

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -118,6 +121,22 @@ func TestBudgetSharedAcrossRequests(t *testing.T) {
 // transport to a fresh h2c fault server.
 func h2c(t *testing.T, p policy.Policy, faults ...faultserver.H2Fault) (*faultserver.H2Server, *http.Client) {
 	t.Helper()
+	srv, c := h2cIn(t, p, outsideStack, faults...)
+	return srv, c
+}
+
+// The ways a retry layer sends, each watching the wire its own way.
+const (
+	outsideStack = "outside a stack"       // its own contexts
+	inStack      = "in a stack"            // the stack's context, no copy
+	underRetry   = "under another retry"   // its own contexts, the outer layer's trace composed
+	callerTraces = "the caller traces too" // its own contexts, the caller's trace composed
+)
+
+var sendModes = []string{outsideStack, inStack, underRetry, callerTraces}
+
+func h2cIn(t *testing.T, p policy.Policy, mode string, faults ...faultserver.H2Fault) (*faultserver.H2Server, *http.Client) {
+	t.Helper()
 	srv, err := faultserver.NewH2(faultserver.H2Config{Faults: faults})
 	if err != nil {
 		t.Fatal(err)
@@ -129,9 +148,31 @@ func h2c(t *testing.T, p policy.Policy, faults ...faultserver.H2Fault) (*faultse
 	e.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 	tr := &http.Transport{Protocols: new(http.Protocols)}
 	tr.Protocols.SetUnencryptedHTTP2(true)
-	c := &http.Client{Transport: e.Layer().Wrap(tr)}
+	var rt http.RoundTripper
+	switch mode {
+	case outsideStack:
+		rt = e.Layer().Wrap(tr)
+	case inStack, callerTraces:
+		rt = mustStack(t, e.Layer()).Then(tr)
+	case underRetry:
+		outer, err := New(Config{Policy: policy.ReqwestNever()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt = mustStack(t, middleware.Layer{Name: "outer", Wrap: outer.Layer().Wrap}, e.Layer()).Then(tr)
+	}
+	c := &http.Client{Transport: rt}
 	t.Cleanup(func() { c.CloseIdleConnections(); srv.Close() })
 	return srv, c
+}
+
+func mustStack(t *testing.T, layers ...middleware.Layer) middleware.Stack {
+	t.Helper()
+	s, err := middleware.NewStack(layers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // net/http resends a refused stream by itself; the engine counts the resend
@@ -161,32 +202,54 @@ func TestHiddenRetriesHTTP2(t *testing.T) {
 			[]AttemptRecord{{Processed: policy.SentNoResponse, Decision: policy.Stop(policy.StopNonRetryable)}}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv, c := h2c(t, tt.p, tt.fault)
-			req, _ := http.NewRequest(tt.method, srv.URL()+"/", tt.body)
-			resp, err := c.Do(req)
-			var rep *Report
-			if err != nil {
-				var ee *Error
-				if !errors.As(err, &ee) {
-					t.Fatalf("error %v carries no report", err)
-				}
-				rep = ee.Report
-			} else {
-				resp.Body.Close()
-				rep = ReportOf(resp)
-			}
-			if (err != nil) != tt.wantErr {
-				t.Errorf("error %v, want error %v", err, tt.wantErr)
-			}
-			if srv.Streams() != tt.wantStreams {
-				t.Errorf("%d streams, want %d", srv.Streams(), tt.wantStreams)
-			}
-			ignoreErr := cmp.Transformer("noErr", func(a AttemptRecord) AttemptRecord { a.Err = nil; return a })
-			if diff := cmp.Diff(tt.want, rep.Attempts, ignoreErr); diff != "" {
-				t.Errorf("attempts (-want +got):\n%s", diff)
-			}
-		})
+		for _, mode := range sendModes {
+			t.Run(tt.name+"/"+mode, func(t *testing.T) {
+				hiddenRetryHTTP2(t, mode, tt.p, tt.fault, tt.method, tt.body, tt.wantStreams, tt.wantErr, tt.want)
+			})
+		}
+	}
+}
+
+func hiddenRetryHTTP2(t *testing.T, mode string, p policy.Policy, fault faultserver.H2Fault, method string, body io.Reader, wantStreams int, wantErr bool, want []AttemptRecord) {
+	if rs, ok := body.(io.ReadSeeker); ok {
+		rs.Seek(0, io.SeekStart) // each mode sends the same body
+	} else if body != nil {
+		body = io.NopCloser(strings.NewReader("x"))
+	}
+	srv, c := h2cIn(t, p, mode, fault)
+	req, _ := http.NewRequest(method, srv.URL()+"/", body)
+	var callerConns atomic.Int32
+	if mode == callerTraces {
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			GotConn: func(httptrace.GotConnInfo) { callerConns.Add(1) },
+		}))
+	}
+	resp, err := c.Do(req)
+	var rep *Report
+	if err != nil {
+		var ee *Error
+		if !errors.As(err, &ee) {
+			t.Fatalf("error %v carries no report", err)
+		}
+		rep = ee.Report
+	} else {
+		resp.Body.Close()
+		rep = ReportOf(resp)
+	}
+	if (err != nil) != wantErr {
+		t.Errorf("error %v, want error %v", err, wantErr)
+	}
+	if srv.Streams() != wantStreams {
+		t.Errorf("%d streams, want %d", srv.Streams(), wantStreams)
+	}
+	ignoreErr := cmp.Transformer("noErr", func(a AttemptRecord) AttemptRecord { a.Err = nil; return a })
+	if diff := cmp.Diff(want, rep.Attempts, ignoreErr); diff != "" {
+		t.Errorf("attempts (-want +got):\n%s", diff)
+	}
+	if mode == callerTraces {
+		if got, sends := int(callerConns.Load()), len(rep.Attempts)+rep.TransparentAttempts(); got != sends {
+			t.Errorf("the caller's trace saw %d connections, the report %d sends", got, sends)
+		}
 	}
 }
 

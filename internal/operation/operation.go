@@ -12,6 +12,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,83 @@ type Operation struct {
 	sends    atomic.Int32
 	discard  DiscardObserver // set and read on the request's goroutine
 	deadline time.Time       // the total deadline, fixed by the first retry layer with one
+	sending  atomic.Pointer[Sending]
+}
+
+// A Sending is a retry layer sending the operation's requests under the
+// operation's own context, so that they need no context (and no request
+// copy) of their own: while it is active the context answers for its
+// Sender and its wire trace. At most one is active at a time; a retry
+// layer that finds one active (two retry layers in one stack) makes its
+// own contexts instead.
+type Sending struct {
+	Sender Sender
+	Trace  *httptrace.ClientTrace
+	active atomic.Bool
+}
+
+// Begin makes s the operation's active Sending, unless another is active
+// or the context could not answer for a trace (see TraceKey).
+func (o *Operation) Begin(s *Sending) bool {
+	if TraceKey == nil {
+		return false
+	}
+	if prev := o.sending.Load(); prev != nil && prev.active.Load() {
+		return false
+	}
+	s.active.Store(true)
+	o.sending.Store(s)
+	return true
+}
+
+// End ends s, which stays the operation's last Sending (see Last).
+func (s *Sending) End() { s.active.Store(false) }
+
+// Last is the Sender of the operation's last Sending, active or ended, or
+// nil: the retry layer whose response the caller got.
+func (o *Operation) Last() Sender {
+	if s := o.sending.Load(); s != nil {
+		return s.Sender
+	}
+	return nil
+}
+
+func (o *Operation) active() *Sending {
+	if s := o.sending.Load(); s != nil && s.active.Load() {
+		return s
+	}
+	return nil
+}
+
+// TraceKey is httptrace's context key, learnt by asking for it, or nil if
+// a context answering it would not reach httptrace.
+var TraceKey = func() any {
+	var p keyProbe
+	httptrace.ContextClientTrace(&p)
+	want := new(httptrace.ClientTrace)
+	check := keyProbe{key: p.key, answer: want}
+	if p.key == nil || httptrace.ContextClientTrace(&check) != want {
+		return nil
+	}
+	return p.key
+}()
+
+// keyProbe records the key it is asked for, or answers key with answer.
+type keyProbe struct {
+	context.Context
+	key    any
+	answer any
+}
+
+func (p *keyProbe) Value(key any) any {
+	if p.answer != nil {
+		if key == p.key {
+			return p.answer
+		}
+		return nil
+	}
+	p.key = key
+	return nil
 }
 
 // A DiscardObserver sees each response a retry layer below it throws away,
@@ -66,14 +144,23 @@ type Context struct {
 	Operation Operation
 }
 
-// Value answers for the Operation, hides a Sender of an enclosing stack
-// (its report is not this operation's), and asks the parent otherwise.
+// Value answers for the Operation and its active Sending, hides a Sender
+// of an enclosing stack (its report is not this operation's), and asks the
+// parent otherwise.
 func (c *Context) Value(key any) any {
 	switch key.(type) {
 	case operationKey:
 		return &c.Operation
 	case senderKey:
+		if s := c.Operation.active(); s != nil {
+			return s.Sender
+		}
 		return nil
+	}
+	if key == TraceKey {
+		if s := c.Operation.active(); s != nil {
+			return s.Trace
+		}
 	}
 	return c.Context.Value(key)
 }
