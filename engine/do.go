@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -29,7 +28,11 @@ func Do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
 	rep := &Report{Policy: e.p.Name, Layer: e.layer}
 	o := &funcOp[T]{e: e, op: op}
 	defer o.endAttempt() // whatever the policy: nothing an attempt started outlives Do
-	v, err := run(ctx, ctx, e, o, rep)
+	f := facts{replayable: true, covered: true, idempotent: true}
+	if e.p.Timeout > 0 {
+		f.deadline = time.Now().Add(e.p.Timeout)
+	}
+	v, err := run[T](ctx, ctx, e, o, f, rep)
 	return v, rep, err
 }
 
@@ -71,15 +74,6 @@ func (o *funcOp[T]) decide(n int, v T, _ attemptInfo, err error) policy.Decision
 	}
 	return o.e.p.Classify(policy.Attempt{Err: err, Number: n})
 }
-
-func (o *funcOp[T]) status(T) int                          { return 0 }
-func (o *funcOp[T]) hint(T) string                         { return "" }
-func (o *funcOp[T]) replayable() bool                      { return true }
-func (o *funcOp[T]) covered() bool                         { return true }
-func (o *funcOp[T]) unsafe(attemptInfo) bool               { return false }
-func (o *funcOp[T]) statusError(T) *middleware.StatusError { return nil }
-func (o *funcOp[T]) abandon()                              {}
-func (o *funcOp[T]) deadline(d time.Duration) time.Time    { return time.Now().Add(d) }
 
 func (o *funcOp[T]) endAttempt() {
 	if o.cancel != nil {

@@ -66,7 +66,18 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		ctx = &o.sends
 	}
-	return run(ctx, &o.outside, t.e, o, &o.rep)
+	f := facts{
+		replayable: req.Body == nil || req.Body == http.NoBody || req.GetBody != nil,
+		covered:    t.e.p.Scope.Covers(req),
+		idempotent: policy.Idempotent(req),
+	}
+	if req.Body != nil {
+		f.body = req.Body
+	}
+	if t.e.p.Timeout > 0 {
+		f.deadline = o.deadline(t.e.p.Timeout)
+	}
+	return run[*http.Response](ctx, &o.outside, t.e, o, f, &o.rep)
 }
 
 // CloseIdleConnections forwards to the next RoundTripper.
@@ -177,6 +188,12 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		transparent: tr.transparent(),
 		resend:      resend,
 	}
+	if err == nil {
+		info.status = resp.StatusCode
+		if v := resp.Header["Retry-After"]; len(v) > 0 {
+			info.hint = v[0]
+		}
+	}
 	return resp, info, err
 }
 
@@ -239,24 +256,7 @@ func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error)
 	return d
 }
 
-func (o *httpOp) status(resp *http.Response) int { return resp.StatusCode }
-
-func (o *httpOp) hint(resp *http.Response) string {
-	if v := resp.Header["Retry-After"]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-
 func (o *httpOp) hasBody() bool { return o.req.Body != nil && o.req.Body != http.NoBody }
-
-func (o *httpOp) replayable() bool { return !o.hasBody() || o.req.GetBody != nil }
-
-func (o *httpOp) covered() bool { return o.e.p.Scope.Covers(o.req) }
-
-func (o *httpOp) unsafe(info attemptInfo) bool {
-	return info.processed != policy.NotSent && !policy.Idempotent(o.req)
-}
 
 // discard shows the response to the observer a layer above installed,
 // then releases it without letting a stalled body hold the operation.
@@ -270,10 +270,6 @@ func (o *httpOp) discard(resp *http.Response) (lost []string) {
 	return lost
 }
 
-func (o *httpOp) statusError(resp *http.Response) *middleware.StatusError {
-	return middleware.ReadStatusError(resp, middleware.DefaultStatusBodyLimit)
-}
-
 // deadline is shared by every hop of the stack's operation: the first
 // hop's retry layer fixes it.
 func (o *httpOp) deadline(d time.Duration) time.Time {
@@ -281,12 +277,6 @@ func (o *httpOp) deadline(d time.Duration) time.Time {
 		return o.operation.Deadline(d)
 	}
 	return time.Now().Add(d)
-}
-
-func (o *httpOp) abandon() {
-	if o.req.Body != nil {
-		o.req.Body.Close()
-	}
 }
 
 // keep hands resp to the caller with its body watched: the deadlines end

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"time"
 
 	"github.com/retrystack/retrystack/middleware"
@@ -10,42 +12,37 @@ import (
 	"github.com/sethvargo/go-retry"
 )
 
-// loopOp is one logical operation as the loop sees it. The HTTP layer
-// and Do implement it; the loop calls it only from the caller's goroutine.
+// loopOp is one logical operation as the loop sees it: the HTTP layer and
+// Do implement it. The loop calls it only from the caller's goroutine.
 type loopOp[T any] interface {
 	// attempt sends attempt n (1-based) under ctx.
 	attempt(ctx context.Context, n int) (T, attemptInfo, error)
 	// decide classifies a finished attempt.
 	decide(n int, v T, info attemptInfo, err error) policy.Decision
-	// status is v's HTTP status, 0 if it has none.
-	status(v T) int
-	// hint is v's Retry-After value, "" if none.
-	hint(v T) string
-	// replayable reports whether the operation can be sent again.
-	replayable() bool
-	// covered reports whether the policy's scope covers the operation.
-	covered() bool
-	// unsafe reports whether resending may repeat an effect.
-	unsafe(info attemptInfo) bool
 	// discard releases a result the loop will not return, and names the
 	// cookies it set that nobody stored.
 	discard(v T) (lostCookies []string)
 	// keep hands v to the caller; d.release must run once v is consumed.
 	keep(v T, d deadlines) T
-	// statusError reads v into an error for FailOnExhausted; nil if v has
-	// no status.
-	statusError(v T) *middleware.StatusError
-	// abandon releases what the operation holds when no attempt was sent.
-	abandon()
-	// deadline is the instant a Policy.Timeout of d ends the operation.
-	deadline(d time.Duration) time.Time
 }
 
-// attemptInfo is what an attempt learnt about the wire.
+// facts are what the loop needs to know of an operation's request, found
+// once before its first attempt.
+type facts struct {
+	replayable bool      // it can be sent again
+	covered    bool      // the policy's scope covers it
+	idempotent bool      // resending it repeats no effect
+	deadline   time.Time // when a Policy.Timeout ends it; zero without one
+	body       io.Closer // closed if no attempt is sent; nil if none
+}
+
+// attemptInfo is what an attempt learnt about the wire and its result.
 type attemptInfo struct {
 	processed   policy.Processed
 	transparent int
 	resend      int
+	status      int    // the result's HTTP status, 0 if it has none
+	hint        string // the result's Retry-After, "" if none
 }
 
 // deadlines are the contexts that bound a result the caller still reads.
@@ -99,195 +96,229 @@ func callerStop(ctx context.Context) policy.StopReason {
 	return policy.StopCancelled
 }
 
-// run is the retry loop shared by every kind of operation. The hooks get
-// hookCtx.
+// loop is one run of the retry loop, shared by every kind of operation.
 //
-// Hooks, the classifier and the operation's callbacks are the caller's
-// code: if one panics, run releases the result it holds and the deadlines
+// Hooks, the classifier and the operation's methods are the caller's code:
+// if one panics, the loop releases the result it holds and the deadlines
 // it made, and lets the panic go on.
-func run[T any, O loopOp[T]](ctx, hookCtx context.Context, e *Engine, o O, rep *Report) (T, error) {
-	var zero T
-	start := time.Now()
-	opCtx, cancelOp := ctx, context.CancelFunc(nil)
+type loop[T any] struct {
+	e      *Engine
+	o      loopOp[T]
+	f      facts
+	rep    *Report
+	caller context.Context // the operation's
+	hooks  context.Context // what hooks get
+	op     context.Context // caller, bounded by Policy.Timeout
+	cancel context.CancelFunc
+	start  time.Time
+
+	backoff  retry.Backoff // made on the first retry: the success path needs none
+	d        deadlines     // the attempt in flight's
+	held     T             // a result not yet discarded or handed back
+	holding  bool          // held is set
+	returned bool          // the loop returned: nothing left to release
+}
+
+// run runs o to its end under e's policy; the hooks get hookCtx.
+func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts, rep *Report) (T, error) {
+	l := loop[T]{e: e, o: o, f: f, rep: rep, caller: ctx, hooks: hookCtx, op: ctx, start: time.Now()}
 	if e.p.Timeout > 0 {
-		opCtx, cancelOp = context.WithDeadline(ctx, o.deadline(e.p.Timeout))
+		l.op, l.cancel = context.WithDeadline(ctx, f.deadline)
 	}
-	var (
-		held     T    // a result not yet discarded or handed back
-		holding  bool // held is set
-		d        deadlines
-		returned bool
-	)
-	defer func() {
-		if returned {
-			return
-		}
-		if holding {
-			o.discard(held)
-		}
-		d.release()
-		if cancelOp != nil {
-			cancelOp()
-		}
-	}()
-	end := func(stop policy.StopReason) {
-		rep.Stop = stop
-		rep.Elapsed = time.Since(start) // the monotonic clock alone: cheaper than Now
-		if stop != policy.StopSuccess && e.hooks.OnGiveUp != nil {
-			e.hooks.OnGiveUp(rep)
-		}
-	}
-	fail := func(stop policy.StopReason, err error) (T, error) {
-		if cancelOp != nil {
-			cancelOp()
-		}
-		end(stop)
-		returned = true
-		return zero, &Error{Report: rep, Err: err}
-	}
-
-	var backoff retry.Backoff // made on the first retry: the success path needs none
+	defer l.release()
 	for n := 1; ; n++ {
-		if err := opCtx.Err(); err != nil {
-			if n == 1 {
-				o.abandon()
+		if err := l.op.Err(); err != nil {
+			if n == 1 && f.body != nil {
+				f.body.Close()
 			}
-			return fail(deadlines{caller: ctx, op: opCtx, attempt: opCtx}.mustStop(), err)
+			return l.fail(l.timeUp().mustStop(), err)
 		}
-		d = deadlines{caller: ctx, op: opCtx, attempt: opCtx, cancelOp: cancelOp, rep: rep}
-		if e.p.AttemptTimeout > 0 {
-			d.attempt, d.cancelAt = context.WithTimeout(opCtx, e.p.AttemptTimeout)
-		}
-		v, info, err := o.attempt(d.attempt, n)
-		held, holding = v, err == nil
-		dec := o.decide(n, v, info, err)
-		if !dec.Retry && dec.Stop == "" { // a classifier's zero Decision
-			dec = settled(v, err, o)
-		}
-		overruled := false
-		if err != nil {
-			// Time and cancellation overrule the classifier: a caller that
-			// gave up, or an operation out of time, is never retried.
-			if stop, ok := d.stopFor(); ok && (stop != policy.StopAttemptTimeout || !dec.Retry) {
-				dec, overruled = policy.Stop(stop), true
-			}
-		}
-		if !dec.Retry && !overruled && e.p.Budget != nil {
-			e.p.Budget.Deposit() // a request that needed no retry
-		}
-		rec := AttemptRecord{Err: err, Processed: info.processed, Transparent: info.transparent, Resend: info.resend, Decision: dec}
-		if err == nil {
-			rec.Status = o.status(v)
-		}
-		rep.Attempts = append(rep.Attempts, rec)
-		if e.hooks.OnAttempt != nil {
-			e.hooks.OnAttempt(AttemptEvent{Context: hookCtx, Report: rep, Attempt: rec, Number: n})
-		}
-
+		v, info, err, dec := l.attempt(n)
 		stop, wait, fromHint := dec.Stop, time.Duration(0), false
 		if dec.Retry {
-			stop, wait, fromHint = plan(e, hookCtx, opCtx, o, v, err, n, dec.Cause, &backoff, rep)
+			stop, wait, fromHint = l.plan(n, info, err, dec.Cause)
 		}
 		if stop != "" {
-			if err != nil {
-				d.release()
-				return fail(stop, err)
-			}
-			if dec.Retry { // a status the policy wanted to retry: the Ok(503) trap
-				if e.failOnExhausted {
-					if se := o.statusError(v); se != nil {
-						holding = false // statusError closed it
-						d.release()
-						end(stop)
-						returned = true
-						return zero, &ExhaustedError{Report: rep, Last: se}
-					}
-				}
-				e.pitfall(hookCtx, rep, PitfallExhaustedRetryableStatus)
-			}
-			end(stop)
-			returned = true
-			return o.keep(v, d), nil
+			return l.finish(stop, v, err, dec)
 		}
-
-		if o.unsafe(info) && dec.Cause != causeAuth { // a 401 refused the request: resending repeats nothing
-			e.pitfall(hookCtx, rep, PitfallNonIdempotentRetried)
-		}
-		if err == nil {
-			holding = false
-			if lost := o.discard(v); len(lost) > 0 {
-				e.pitfall(hookCtx, rep, PitfallCookieLost, lost...)
-			}
-		}
-		d.releaseAttempt()
-		rep.PlannedWaits = append(rep.PlannedWaits, wait)
-		if e.hooks.OnRetry != nil {
-			e.hooks.OnRetry(RetryEvent{Context: hookCtx, Report: rep, Number: n, Wait: wait, FromHint: fromHint, Cause: dec.Cause})
-		}
-		if err := e.sleep(opCtx, wait); err != nil {
-			return fail(deadlines{caller: ctx, op: opCtx, attempt: opCtx}.mustStop(), err)
+		if err := l.retry(n, v, info, err, dec, wait, fromHint); err != nil {
+			return l.fail(l.timeUp().mustStop(), err)
 		}
 	}
+}
+
+// release frees what a loop that did not return still holds: it ran only
+// if a panic ended it.
+func (l *loop[T]) release() {
+	if l.returned {
+		return
+	}
+	if l.holding {
+		l.o.discard(l.held)
+	}
+	l.d.release()
+	if l.cancel != nil {
+		l.cancel()
+	}
+}
+
+// timeUp are deadlines for telling why the operation's context ended.
+func (l *loop[T]) timeUp() deadlines {
+	return deadlines{caller: l.caller, op: l.op, attempt: l.op}
+}
+
+// attempt sends attempt n, decides on it and records it.
+func (l *loop[T]) attempt(n int) (T, attemptInfo, error, policy.Decision) {
+	e := l.e
+	l.d = deadlines{caller: l.caller, op: l.op, attempt: l.op, cancelOp: l.cancel, rep: l.rep}
+	if e.p.AttemptTimeout > 0 {
+		l.d.attempt, l.d.cancelAt = context.WithTimeout(l.op, e.p.AttemptTimeout)
+	}
+	v, info, err := l.o.attempt(l.d.attempt, n)
+	l.held, l.holding = v, err == nil
+	dec := l.o.decide(n, v, info, err)
+	if !dec.Retry && dec.Stop == "" { // a classifier's zero Decision
+		dec = settled(info, err)
+	}
+	overruled := false
+	if err != nil {
+		// Time and cancellation overrule the classifier: a caller that
+		// gave up, or an operation out of time, is never retried.
+		if stop, ok := l.d.stopFor(); ok && (stop != policy.StopAttemptTimeout || !dec.Retry) {
+			dec, overruled = policy.Stop(stop), true
+		}
+	}
+	if !dec.Retry && !overruled && e.p.Budget != nil {
+		e.p.Budget.Deposit() // a request that needed no retry
+	}
+	rec := AttemptRecord{Status: info.status, Err: err, Processed: info.processed, Transparent: info.transparent, Resend: info.resend, Decision: dec}
+	l.rep.Attempts = append(l.rep.Attempts, rec)
+	if e.hooks.OnAttempt != nil {
+		e.hooks.OnAttempt(AttemptEvent{Context: l.hooks, Report: l.rep, Attempt: rec, Number: n})
+	}
+	return v, info, err, dec
+}
+
+// finish ends the operation with stop, handing back v or err.
+func (l *loop[T]) finish(stop policy.StopReason, v T, err error, dec policy.Decision) (T, error) {
+	if err != nil {
+		l.d.release()
+		return l.fail(stop, err)
+	}
+	if dec.Retry { // a status the policy wanted to retry: the Ok(503) trap
+		if l.e.failOnExhausted {
+			if resp, ok := any(v).(*http.Response); ok {
+				se := middleware.ReadStatusError(resp, middleware.DefaultStatusBodyLimit)
+				l.holding = false // ReadStatusError closed it
+				l.d.release()
+				l.end(stop)
+				var zero T
+				return zero, &ExhaustedError{Report: l.rep, Last: se}
+			}
+		}
+		l.e.pitfall(l.hooks, l.rep, PitfallExhaustedRetryableStatus)
+	}
+	l.end(stop)
+	return l.o.keep(v, l.d), nil
+}
+
+// fail ends the operation with stop and err.
+func (l *loop[T]) fail(stop policy.StopReason, err error) (T, error) {
+	if l.cancel != nil {
+		l.cancel()
+	}
+	l.end(stop)
+	var zero T
+	return zero, &Error{Report: l.rep, Err: err}
+}
+
+func (l *loop[T]) end(stop policy.StopReason) {
+	l.rep.Stop = stop
+	l.rep.Elapsed = time.Since(l.start) // the monotonic clock alone: cheaper than Now
+	if stop != policy.StopSuccess && l.e.hooks.OnGiveUp != nil {
+		l.e.hooks.OnGiveUp(l.rep)
+	}
+	l.returned = true
+}
+
+// retry releases attempt n and waits before the next; an error means the
+// operation's context ended first.
+func (l *loop[T]) retry(n int, v T, info attemptInfo, err error, dec policy.Decision, wait time.Duration, fromHint bool) error {
+	e := l.e
+	if info.processed != policy.NotSent && !l.f.idempotent && dec.Cause != causeAuth { // a 401 refused the request: resending repeats nothing
+		e.pitfall(l.hooks, l.rep, PitfallNonIdempotentRetried)
+	}
+	if err == nil {
+		l.holding = false
+		if lost := l.o.discard(v); len(lost) > 0 {
+			e.pitfall(l.hooks, l.rep, PitfallCookieLost, lost...)
+		}
+	}
+	l.d.releaseAttempt()
+	l.rep.PlannedWaits = append(l.rep.PlannedWaits, wait)
+	if e.hooks.OnRetry != nil {
+		e.hooks.OnRetry(RetryEvent{Context: l.hooks, Report: l.rep, Number: n, Wait: wait, FromHint: fromHint, Cause: dec.Cause})
+	}
+	return e.sleep(l.op, wait)
 }
 
 // settled makes a decision that neither retries nor names a stop (a
 // classifier's zero Decision) a stop: without one the loop would resend
 // forever, outside every limit.
-func settled[T any, O loopOp[T]](v T, err error, o O) policy.Decision {
-	if err != nil || o.status(v) >= 400 {
+func settled(info attemptInfo, err error) policy.Decision {
+	if err != nil || info.status >= 400 {
 		return policy.Stop(policy.StopNonRetryable)
 	}
 	return policy.Stop(policy.StopSuccess)
 }
 
-// plan decides whether a wanted retry happens and how long to wait first.
-// It returns a stop reason when it does not.
-func plan[T any, O loopOp[T]](e *Engine, hookCtx, opCtx context.Context, o O, v T, err error, n int, cause string, backoff *retry.Backoff, rep *Report) (stop policy.StopReason, wait time.Duration, fromHint bool) {
-	if !o.covered() {
+// plan decides whether a wanted retry of attempt n happens and how long to
+// wait first. It returns a stop reason when it does not.
+func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop policy.StopReason, wait time.Duration, fromHint bool) {
+	e := l.e
+	if !l.f.covered {
 		if !e.p.Scope.FromSecondRetry || n > 1 {
 			return policy.StopOutOfScope, 0, false
 		}
-		e.pitfall(hookCtx, rep, PitfallScopeLeak) // reqwest's quirk: resent once anyway
+		e.pitfall(l.hooks, l.rep, PitfallScopeLeak) // reqwest's quirk: resent once anyway
 	}
 	if n >= e.p.MaxAttempts {
 		return policy.StopAttemptsExhausted, 0, false
 	}
-	if !o.replayable() {
-		e.pitfall(hookCtx, rep, PitfallBodyNotReplayable)
+	if !l.f.replayable {
+		e.pitfall(l.hooks, l.rep, PitfallBodyNotReplayable)
 		return policy.StopBodyNotReplayable, 0, false
 	}
 	if cause == causeAuth {
 		return "", 0, false // fresh credentials: at once
 	}
-	if *backoff == nil {
-		*backoff = e.p.Backoff.New(e.p.Rand)
+	if l.backoff == nil {
+		l.backoff = e.p.Backoff.New(e.p.Rand)
 	}
-	wait, done := (*backoff).Next()
+	wait, done := l.backoff.Next()
 	if done { // a go-retry backoff of the user's that has no more waits
 		return policy.StopAttemptsExhausted, 0, false
 	}
 	ra := e.p.RetryAfter
-	if h := ""; err == nil && ra.Use != policy.HintIgnore {
-		h = o.hint(v)
+	if h := info.hint; err == nil && ra.Use != policy.HintIgnore && h != "" {
 		hw, ok := ra.Parse(h, e.now())
 		switch {
-		case h == "":
 		case !ok && ra.StopOnUnsupported:
 			return policy.StopUnsupportedRetryAfter, 0, false
 		case !ok:
-			e.pitfall(hookCtx, rep, PitfallRetryAfterIgnored)
+			e.pitfall(l.hooks, l.rep, PitfallRetryAfterIgnored)
 		case ra.Max > 0 && hw > ra.Max:
 			return policy.StopWaitExceedsBudget, 0, false // never shorten a hint
 		case ra.Use == policy.HintOverride || hw >= wait:
 			wait, fromHint = hw, true
 		}
 	}
-	if dl, ok := opCtx.Deadline(); ok && wait > 0 && !e.now().Add(wait).Before(dl) {
+	if dl, ok := l.op.Deadline(); ok && wait > 0 && !e.now().Add(wait).Before(dl) {
 		return policy.StopWaitExceedsBudget, 0, false // a wait that cannot finish is not started
 	}
 	// Last: the budget pays only for a retry that will be sent.
 	if e.p.Budget != nil && !e.p.Budget.Withdraw() {
-		e.pitfall(hookCtx, rep, PitfallBudgetExhausted)
+		e.pitfall(l.hooks, l.rep, PitfallBudgetExhausted)
 		return policy.StopBudgetExhausted, 0, false
 	}
 	return "", wait, fromHint
