@@ -8,6 +8,7 @@ import (
 
 	"github.com/retrystack/retrystack/cookiejar"
 	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/redirect"
@@ -196,7 +197,7 @@ func (t *clientTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // CloseIdleConnections forwards to the stack.
-func (t *clientTransport) CloseIdleConnections() { middleware.CloseIdleConnections(t.RoundTripper) }
+func (t *clientTransport) CloseIdleConnections() { wire.CloseIdle(t.RoundTripper) }
 
 // String names the stack: "redirect → cookies → retry → transport".
 func (t *clientTransport) String() string {

@@ -87,7 +87,7 @@ func TestBadConfigIsATypedError(t *testing.T) {
 				return errors.New("a client came back")
 			}
 			return err
-		}, &middleware.InvalidLayerError{}},
+		}, &middleware.LayerError{}},
 		{"zero budget", withPolicy(func(p *policy.Policy) { p.Budget = new(policy.TPSBudget) }), configErr("Budget")},
 		{"zero telemetry", func() error {
 			c, err := retrystack.NewClient(retrystack.Config{Telemetry: new(telemetry.Telemetry)})
@@ -95,15 +95,15 @@ func TestBadConfigIsATypedError(t *testing.T) {
 				return errors.New("a client came back")
 			}
 			return err
-		}, &middleware.InvalidLayerError{}},
-		{"duplicate layer name", edit(func(s middleware.Stack) (middleware.Stack, error) { return s.InsertAfter("retry", pass) }), &middleware.DuplicateLayerError{}},
-		{"unknown layer name", edit(func(s middleware.Stack) (middleware.Stack, error) { return s.Swap("cookies", "cache") }), &middleware.UnknownLayerError{}},
+		}, &middleware.LayerError{}},
+		{"duplicate layer name", edit(func(s middleware.Stack) (middleware.Stack, error) { return s.InsertAfter("retry", pass) }), &middleware.LayerError{}},
+		{"unknown layer name", edit(func(s middleware.Stack) (middleware.Stack, error) { return s.Swap("cookies", "cache") }), &middleware.LayerError{}},
 		{"layer named transport", edit(func(s middleware.Stack) (middleware.Stack, error) {
 			return s.InsertBefore("redirect", middleware.Layer{Name: middleware.BaseName, Wrap: pass.Wrap})
-		}), &middleware.InvalidLayerError{}},
+		}), &middleware.LayerError{}},
 		{"nil header function", edit(func(s middleware.Stack) (middleware.Stack, error) {
 			return s.InsertBefore("redirect", middleware.HeaderFunc(nil))
-		}), &middleware.InvalidLayerError{}},
+		}), &middleware.LayerError{}},
 		{"engine with a bad policy", func() error {
 			_, err := engine.New(engine.Config{Policy: policy.Policy{MaxAttempts: 1}})
 			return err

@@ -146,5 +146,5 @@ func (t *transport) discarded(resp *http.Response) []string {
 }
 
 func (t *transport) CloseIdleConnections() {
-	middleware.CloseIdleConnections(t.next)
+	wire.CloseIdle(t.next)
 }

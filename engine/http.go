@@ -82,7 +82,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // CloseIdleConnections forwards to the next RoundTripper.
 func (t *transport) CloseIdleConnections() {
-	middleware.CloseIdleConnections(t.next)
+	wire.CloseIdle(t.next)
 }
 
 // httpOp is one request under the retry loop, and the Sender of its

@@ -208,7 +208,7 @@ func (l *loop[T]) finish(stop policy.StopReason, v T, err error, dec policy.Deci
 	if dec.Retry { // a status the policy wanted to retry: the Ok(503) trap
 		if l.e.failOnExhausted {
 			if resp, ok := any(v).(*http.Response); ok {
-				se := middleware.ReadStatusError(resp, middleware.DefaultStatusBodyLimit)
+				se := middleware.ReadStatusError(resp, 0)
 				l.holding = false // ReadStatusError closed it
 				l.d.release()
 				l.end(stop)

@@ -4,38 +4,18 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 )
 
-// UnknownLayerError reports a layer name that is not in the stack.
-type UnknownLayerError struct {
-	Name string
-	Have []string // the names the stack does have, outermost first
+// LayerError reports a stack that cannot be built or edited as asked: an
+// invalid layer, a name used twice, or a name the stack does not have.
+type LayerError struct {
+	Name   string // the layer's name
+	Reason string // what is wrong with it, e.g. "duplicate name"
 }
 
-func (e *UnknownLayerError) Error() string {
-	if len(e.Have) == 0 {
-		return fmt.Sprintf("middleware: no layer named %q (the stack is empty)", e.Name)
-	}
-	return fmt.Sprintf("middleware: no layer named %q (have %s)", e.Name, strings.Join(e.Have, ", "))
-}
-
-// DuplicateLayerError reports a layer name that would appear twice.
-type DuplicateLayerError struct{ Name string }
-
-func (e *DuplicateLayerError) Error() string {
-	return fmt.Sprintf("middleware: duplicate layer name %q", e.Name)
-}
-
-// InvalidLayerError reports a layer that cannot be placed in a stack.
-type InvalidLayerError struct {
-	Name   string
-	Reason string
-}
-
-func (e *InvalidLayerError) Error() string {
-	return fmt.Sprintf("middleware: invalid layer %q: %s", e.Name, e.Reason)
+func (e *LayerError) Error() string {
+	return fmt.Sprintf("middleware: layer %q: %s", e.Name, e.Reason)
 }
 
 // StatusError is returned by [ErrorForStatus] in place of a response whose

@@ -49,10 +49,7 @@ func FuzzStackConfig(f *testing.F) {
 
 func assertTyped(t *testing.T, err error) {
 	t.Helper()
-	var u *middleware.UnknownLayerError
-	var d *middleware.DuplicateLayerError
-	var i *middleware.InvalidLayerError
-	if !errors.As(err, &u) && !errors.As(err, &d) && !errors.As(err, &i) {
+	if _, ok := errors.AsType[*middleware.LayerError](err); !ok {
 		t.Fatalf("untyped error %T: %v", err, err)
 	}
 }

@@ -11,14 +11,14 @@ import (
 	"github.com/retrystack/retrystack/internal/wire"
 )
 
-// DefaultStatusBodyLimit is how much of an error response's body
+// defaultStatusBodyLimit is how much of an error response's body
 // [ErrorForStatus] keeps when no limit is given.
-const DefaultStatusBodyLimit = 4 << 10
+const defaultStatusBodyLimit = 4 << 10
 
 // ErrorForStatus returns the layer "error-for-status": a response with status
 // 400 or more is replaced by a [*StatusError] carrying the status, the headers
 // and at most limit bytes of the body (limit <= 0 means
-// [DefaultStatusBodyLimit]); the body is then closed.
+// [defaultStatusBodyLimit]); the body is then closed.
 //
 // Placed outermost it sees only the final response, which is the fix for the
 // "Ok(503)" trap: a retry layer that gives up hands back its last response,
@@ -27,7 +27,7 @@ const DefaultStatusBodyLimit = 4 << 10
 // retried on status any more.
 func ErrorForStatus(limit int64) Layer {
 	if limit <= 0 {
-		limit = DefaultStatusBodyLimit
+		limit = defaultStatusBodyLimit
 	}
 	return Layer{Name: "error-for-status", Wrap: func(next http.RoundTripper) http.RoundTripper {
 		return &errorForStatus{next: next, limit: limit}
@@ -48,12 +48,12 @@ func (e *errorForStatus) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // ReadStatusError reads at most limit bytes of resp's body (limit <= 0
-// means DefaultStatusBodyLimit), for at most 100 ms so a stalled body
+// means defaultStatusBodyLimit), for at most 100 ms so a stalled body
 // cannot hold the request, closes it, and returns the *StatusError
 // describing resp.
 func ReadStatusError(resp *http.Response, limit int64) *StatusError {
 	if limit <= 0 {
-		limit = DefaultStatusBodyLimit
+		limit = defaultStatusBodyLimit
 	}
 	body, truncated := wire.ReadLimited(resp.Body, limit)
 	resp.Body = http.NoBody
@@ -67,7 +67,7 @@ func ReadStatusError(resp *http.Response, limit int64) *StatusError {
 	}
 }
 
-func (e *errorForStatus) CloseIdleConnections() { CloseIdleConnections(e.next) }
+func (e *errorForStatus) CloseIdleConnections() { wire.CloseIdle(e.next) }
 
 // Header returns the layer "header", which sets each header of h on every
 // request that passes through it, replacing values the request had. The
@@ -85,7 +85,7 @@ func Header(h http.Header) Layer {
 // fn must be safe for concurrent use.
 func HeaderFunc(fn func(*http.Request) (http.Header, error)) Layer {
 	if fn == nil {
-		return InvalidLayer("header", "nil header function")
+		return Layer{Name: "header", Err: errors.New("nil header function")}
 	}
 	return Layer{Name: "header", Wrap: func(next http.RoundTripper) http.RoundTripper {
 		return &header{next: next, fn: fn}
@@ -118,7 +118,7 @@ func (h *header) RoundTrip(req *http.Request) (*http.Response, error) {
 	return wire.RoundTrip(h.next, &r)
 }
 
-func (h *header) CloseIdleConnections() { CloseIdleConnections(h.next) }
+func (h *header) CloseIdleConnections() { wire.CloseIdle(h.next) }
 
 // Timeout returns the layer "timeout", which bounds each request that passes
 // through it by d, from the moment it enters the layer until its response
@@ -171,7 +171,7 @@ func (t *timeout) classify(ctx context.Context, err error) error {
 	return err
 }
 
-func (t *timeout) CloseIdleConnections() { CloseIdleConnections(t.next) }
+func (t *timeout) CloseIdleConnections() { wire.CloseIdle(t.next) }
 
 // timeoutBody keeps the attempt's deadline alive while the caller reads, and
 // releases it at EOF or Close, like net/http's own client timeout does.

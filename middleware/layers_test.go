@@ -85,7 +85,7 @@ func TestErrorForStatus(t *testing.T) {
 		retryAfter string
 	}{
 		{"/busy", &middleware.StatusError{StatusCode: 503, Status: "503 Service Unavailable", Body: []byte("try later")}, "3"},
-		{"/big", &middleware.StatusError{StatusCode: 502, Status: "502 Bad Gateway", Body: []byte(big[:middleware.DefaultStatusBodyLimit]), Truncated: true}, ""},
+		{"/big", &middleware.StatusError{StatusCode: 502, Status: "502 Bad Gateway", Body: []byte(big[:4<<10]), Truncated: true}, ""},
 	}
 	for _, tt := range tests {
 		resp, err := c.Get(srv.URL + tt.path)
@@ -243,9 +243,9 @@ func TestHeaderReplacesNonCanonicalKeys(t *testing.T) {
 
 func TestHeaderFuncNil(t *testing.T) {
 	_, err := middleware.NewStack(middleware.HeaderFunc(nil))
-	var ie *middleware.InvalidLayerError
+	var ie *middleware.LayerError
 	if !errors.As(err, &ie) || ie.Reason != "nil header function" {
-		t.Errorf("NewStack(HeaderFunc(nil)) = %v, want an *InvalidLayerError", err)
+		t.Errorf("NewStack(HeaderFunc(nil)) = %v, want an *LayerError", err)
 	}
 }
 

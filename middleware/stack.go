@@ -20,14 +20,12 @@ type Layer struct {
 	Name string
 	Wrap func(next http.RoundTripper) http.RoundTripper
 
-	invalid string // set by a constructor given a bad argument; NewStack reports it
+	// Err is set by a layer constructor given a bad argument: NewStack and
+	// the Stack methods reject the layer with a [*LayerError] naming it,
+	// so the mistake surfaces when the stack is built, never at request
+	// time.
+	Err error
 }
-
-// InvalidLayer returns a layer that NewStack and the Stack methods reject
-// with an [*InvalidLayerError] naming reason: what a layer constructor
-// returns when it is given a bad argument, so the mistake surfaces when the
-// stack is built, never at request time.
-func InvalidLayer(name, reason string) Layer { return Layer{Name: name, invalid: reason} }
 
 // BaseName is the name [Stack.String] gives the base RoundTripper.
 const BaseName = "transport"
@@ -42,8 +40,8 @@ type Stack struct {
 }
 
 // NewStack returns a stack of layers, the first outermost. It returns an
-// [*InvalidLayerError] for a layer without a usable name or Wrap function and
-// a [*DuplicateLayerError] when two layers share a name.
+// [*LayerError] for a layer without a usable name or Wrap function, one
+// whose constructor failed, and one whose name is taken.
 func NewStack(layers ...Layer) (Stack, error) {
 	for i, l := range layers {
 		if err := validate(l); err != nil {
@@ -51,7 +49,7 @@ func NewStack(layers ...Layer) (Stack, error) {
 		}
 		for _, prev := range layers[:i] {
 			if prev.Name == l.Name {
-				return Stack{}, &DuplicateLayerError{Name: l.Name}
+				return Stack{}, &LayerError{Name: l.Name, Reason: "duplicate name"}
 			}
 		}
 	}
@@ -60,16 +58,16 @@ func NewStack(layers ...Layer) (Stack, error) {
 
 func validate(l Layer) error {
 	switch {
-	case l.invalid != "":
-		return &InvalidLayerError{Name: l.Name, Reason: l.invalid}
+	case l.Err != nil:
+		return &LayerError{Name: l.Name, Reason: l.Err.Error()}
 	case l.Name == "":
-		return &InvalidLayerError{Name: l.Name, Reason: "empty name"}
+		return &LayerError{Name: l.Name, Reason: "empty name"}
 	case l.Name == BaseName:
-		return &InvalidLayerError{Name: l.Name, Reason: "name reserved for the base"}
+		return &LayerError{Name: l.Name, Reason: "name reserved for the base"}
 	case strings.ContainsAny(l.Name, ", \t\r\n"):
-		return &InvalidLayerError{Name: l.Name, Reason: "name contains a comma or space"}
+		return &LayerError{Name: l.Name, Reason: "name contains a comma or space"}
 	case l.Wrap == nil:
-		return &InvalidLayerError{Name: l.Name, Reason: "nil Wrap"}
+		return &LayerError{Name: l.Name, Reason: "nil Wrap"}
 	}
 	return nil
 }
@@ -158,7 +156,7 @@ func (s Stack) Select(names ...string) (Stack, error) {
 		}
 		for _, prev := range names[:k] {
 			if prev == name {
-				return Stack{}, &DuplicateLayerError{Name: name}
+				return Stack{}, &LayerError{Name: name, Reason: "duplicate name"}
 			}
 		}
 		out = append(out, s.layers[i])
@@ -175,7 +173,7 @@ func (s Stack) insert(name string, offset int, l Layer) (Stack, error) {
 		return Stack{}, err
 	}
 	if _, err := s.index(l.Name); err == nil {
-		return Stack{}, &DuplicateLayerError{Name: l.Name}
+		return Stack{}, &LayerError{Name: l.Name, Reason: "duplicate name"}
 	}
 	at := i + offset
 	out := make([]Layer, 0, len(s.layers)+1)
@@ -190,7 +188,11 @@ func (s Stack) index(name string) (int, error) {
 			return i, nil
 		}
 	}
-	return -1, &UnknownLayerError{Name: name, Have: s.Names()}
+	have := "the stack is empty"
+	if len(s.layers) > 0 {
+		have = "have " + strings.Join(s.Names(), ", ")
+	}
+	return -1, &LayerError{Name: name, Reason: "not in the stack (" + have + ")"}
 }
 
 // chain is what Then returns: the outermost RoundTripper plus the base, so
@@ -210,9 +212,9 @@ func (c *chain) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func (c *chain) CloseIdleConnections() {
-	CloseIdleConnections(c.top)
+	wire.CloseIdle(c.top)
 	if c.layered {
-		CloseIdleConnections(c.base) // harmless when the layers already forwarded it
+		wire.CloseIdle(c.base) // harmless when the layers already forwarded it
 	}
 }
 
@@ -224,7 +226,3 @@ type RoundTripperFunc func(*http.Request) (*http.Response, error)
 
 // RoundTrip calls f(req).
 func (f RoundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-// CloseIdleConnections calls rt's CloseIdleConnections, if it has one: what
-// every layer's own CloseIdleConnections does with the RoundTripper it wraps.
-func CloseIdleConnections(rt http.RoundTripper) { wire.CloseIdle(rt) }

@@ -9,6 +9,7 @@ import (
 	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/rttest"
 	"github.com/retrystack/retrystack/middleware"
+	"strings"
 )
 
 func pass(name string) middleware.Layer {
@@ -35,11 +36,11 @@ func TestNewStackRejects(t *testing.T) {
 		layers []middleware.Layer
 		want   error
 	}{
-		{"empty name", []middleware.Layer{{Name: "", Wrap: wrap}}, &middleware.InvalidLayerError{Name: "", Reason: "empty name"}},
-		{"reserved", []middleware.Layer{{Name: "transport", Wrap: wrap}}, &middleware.InvalidLayerError{Name: "transport", Reason: "name reserved for the base"}},
-		{"comma", []middleware.Layer{{Name: "a,b", Wrap: wrap}}, &middleware.InvalidLayerError{Name: "a,b", Reason: "name contains a comma or space"}},
-		{"nil wrap", []middleware.Layer{{Name: "a"}}, &middleware.InvalidLayerError{Name: "a", Reason: "nil Wrap"}},
-		{"duplicate", []middleware.Layer{pass("a"), pass("b"), pass("a")}, &middleware.DuplicateLayerError{Name: "a"}},
+		{"empty name", []middleware.Layer{{Name: "", Wrap: wrap}}, &middleware.LayerError{Name: "", Reason: "empty name"}},
+		{"reserved", []middleware.Layer{{Name: "transport", Wrap: wrap}}, &middleware.LayerError{Name: "transport", Reason: "name reserved for the base"}},
+		{"comma", []middleware.Layer{{Name: "a,b", Wrap: wrap}}, &middleware.LayerError{Name: "a,b", Reason: "name contains a comma or space"}},
+		{"nil wrap", []middleware.Layer{{Name: "a"}}, &middleware.LayerError{Name: "a", Reason: "nil Wrap"}},
+		{"duplicate", []middleware.Layer{pass("a"), pass("b"), pass("a")}, &middleware.LayerError{Name: "a", Reason: "duplicate name"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,13 +91,13 @@ func TestStackEditErrors(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"swap unknown", second(s.Swap("cookies", "cache")), &middleware.UnknownLayerError{Name: "cache", Have: s.Names()}},
-		{"without unknown", second(s.Without("cache")), &middleware.UnknownLayerError{Name: "cache", Have: s.Names()}},
-		{"insert next to unknown", second(s.InsertBefore("cache", pass("x"))), &middleware.UnknownLayerError{Name: "cache", Have: s.Names()}},
-		{"insert duplicate", second(s.InsertAfter("retry", pass("cookies"))), &middleware.DuplicateLayerError{Name: "cookies"}},
-		{"insert invalid", second(s.InsertAfter("retry", middleware.Layer{Name: "x"})), &middleware.InvalidLayerError{Name: "x", Reason: "nil Wrap"}},
-		{"select unknown", second(s.Select("retry", "transport")), &middleware.UnknownLayerError{Name: "transport", Have: s.Names()}},
-		{"select repeated", second(s.Select("retry", "retry")), &middleware.DuplicateLayerError{Name: "retry"}},
+		{"swap unknown", second(s.Swap("cookies", "cache")), &middleware.LayerError{Name: "cache", Reason: "not in the stack (have " + strings.Join(s.Names(), ", ") + ")"}},
+		{"without unknown", second(s.Without("cache")), &middleware.LayerError{Name: "cache", Reason: "not in the stack (have " + strings.Join(s.Names(), ", ") + ")"}},
+		{"insert next to unknown", second(s.InsertBefore("cache", pass("x"))), &middleware.LayerError{Name: "cache", Reason: "not in the stack (have " + strings.Join(s.Names(), ", ") + ")"}},
+		{"insert duplicate", second(s.InsertAfter("retry", pass("cookies"))), &middleware.LayerError{Name: "cookies", Reason: "duplicate name"}},
+		{"insert invalid", second(s.InsertAfter("retry", middleware.Layer{Name: "x"})), &middleware.LayerError{Name: "x", Reason: "nil Wrap"}},
+		{"select unknown", second(s.Select("retry", "transport")), &middleware.LayerError{Name: "transport", Reason: "not in the stack (have " + strings.Join(s.Names(), ", ") + ")"}},
+		{"select repeated", second(s.Select("retry", "retry")), &middleware.LayerError{Name: "retry", Reason: "duplicate name"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,9 +106,9 @@ func TestStackEditErrors(t *testing.T) {
 			}
 		})
 	}
-	var unknown *middleware.UnknownLayerError
+	var unknown *middleware.LayerError
 	if _, err := s.Without("x"); !errors.As(err, &unknown) {
-		t.Errorf("errors.As(%v, *UnknownLayerError) = false", err)
+		t.Errorf("errors.As(%v, *LayerError) = false", err)
 	}
 }
 
@@ -167,7 +168,7 @@ func TestCloseIdleOverFuncBase(t *testing.T) {
 func TestUnknownLayerInEmptyStack(t *testing.T) {
 	var s middleware.Stack
 	_, err := s.Without("retry")
-	if got, want := err.Error(), `middleware: no layer named "retry" (the stack is empty)`; got != want {
+	if got, want := err.Error(), `middleware: layer "retry": not in the stack (the stack is empty)`; got != want {
 		t.Errorf("error %q, want %q", got, want)
 	}
 }

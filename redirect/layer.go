@@ -52,7 +52,7 @@ func (e *LocationError) Unwrap() error { return e.Err }
 // gives a layer that NewStack rejects.
 func Layer(cfg Config) middleware.Layer {
 	if cfg.MaxHops < 0 {
-		return middleware.InvalidLayer("redirect", fmt.Sprintf("MaxHops %d is negative", cfg.MaxHops))
+		return middleware.Layer{Name: "redirect", Err: fmt.Errorf("MaxHops %d is negative", cfg.MaxHops)}
 	}
 	if cfg.MaxHops == 0 {
 		cfg.MaxHops = DefaultMaxHops
@@ -190,5 +190,5 @@ func port(u *url.URL) string {
 }
 
 func (t *transport) CloseIdleConnections() {
-	middleware.CloseIdleConnections(t.next)
+	wire.CloseIdle(t.next)
 }

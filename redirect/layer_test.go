@@ -216,9 +216,9 @@ func TestLimitsAndBadLocations(t *testing.T) {
 	}
 
 	_, err := middleware.NewStack(redirect.Layer(redirect.Config{MaxHops: -1}))
-	var invalid *middleware.InvalidLayerError
+	var invalid *middleware.LayerError
 	if !errors.As(err, &invalid) {
-		t.Errorf("MaxHops -1: %v, want an *InvalidLayerError", err)
+		t.Errorf("MaxHops -1: %v, want an *LayerError", err)
 	}
 }
 

@@ -156,7 +156,7 @@ func (t *Telemetry) Tracer() trace.Tracer { return t.tracer }
 // and metrics. Put it outermost, so redirect hops fall inside it.
 func (t *Telemetry) Operation() middleware.Layer {
 	if t.tracer == nil {
-		return middleware.InvalidLayer("telemetry", notMadeByNew)
+		return middleware.Layer{Name: "telemetry", Err: errors.New(notMadeByNew)}
 	}
 	return middleware.Layer{Name: "telemetry", Wrap: func(next http.RoundTripper) http.RoundTripper {
 		return &operationLayer{t: t, next: wire.Base(next)}
@@ -169,7 +169,7 @@ func (t *Telemetry) Operation() middleware.Layer {
 // transport.
 func (t *Telemetry) Attempt() middleware.Layer {
 	if t.tracer == nil {
-		return middleware.InvalidLayer("attempt-telemetry", notMadeByNew)
+		return middleware.Layer{Name: "attempt-telemetry", Err: errors.New(notMadeByNew)}
 	}
 	return middleware.Layer{Name: "attempt-telemetry", Wrap: func(next http.RoundTripper) http.RoundTripper {
 		return &attemptLayer{t: t, next: wire.Base(next)}
@@ -332,7 +332,7 @@ func (s *opSpan) finish(err error, roundTrip bool) {
 // bodyDone implements ender.
 func (s *opSpan) bodyDone(err error) { s.finish(err, false) }
 
-func (o *operationLayer) CloseIdleConnections() { middleware.CloseIdleConnections(o.next) }
+func (o *operationLayer) CloseIdleConnections() { wire.CloseIdle(o.next) }
 
 // The span kinds, as options made once: a slice, so that passing them
 // allocates nothing.
@@ -532,7 +532,7 @@ func (s *attemptSpan) finish(err error) {
 // bodyDone implements ender.
 func (s *attemptSpan) bodyDone(err error) { s.finish(err) }
 
-func (a *attemptLayer) CloseIdleConnections() { middleware.CloseIdleConnections(a.next) }
+func (a *attemptLayer) CloseIdleConnections() { wire.CloseIdle(a.next) }
 
 // urlFull is req's url.full: the operation's, already made, when req has
 // the operation's URL (its first hop, without Prepare).
