@@ -113,7 +113,7 @@ func newEngine(cfg Config) (*engine.Engine, error) {
 	}
 	hooks := cfg.Hooks
 	if cfg.Telemetry != nil {
-		hooks = engine.JoinHooks(hooks, cfg.Telemetry.Hooks())
+		hooks = hooks.Join(cfg.Telemetry.Hooks())
 	}
 	return engine.New(engine.Config{Policy: p, Hooks: hooks, FailOnExhausted: cfg.FailOnExhausted,
 		Prepare: cfg.Prepare, RefreshAuth: cfg.RefreshAuth})

@@ -70,8 +70,6 @@ func TestBadConfigIsATypedError(t *testing.T) {
 		{"negative backoff base", withPolicy(func(p *policy.Policy) { p.Backoff.Base = -1 }), configErr("Backoff.Base")},
 		{"negative backoff cap", withPolicy(func(p *policy.Policy) { p.Backoff.Cap = -1 }), configErr("Backoff.Cap")},
 		{"unknown jitter", withPolicy(func(p *policy.Policy) { p.Backoff.Jitter = 9 }), configErr("Backoff.Jitter")},
-		{"unknown Retry-After use", withPolicy(func(p *policy.Policy) { p.RetryAfter.Use = 9 }), configErr("RetryAfter.Use")},
-		{"unknown Retry-After date forms", withPolicy(func(p *policy.Policy) { p.RetryAfter.Dates = 9 }), configErr("RetryAfter.Dates")},
 		{"negative Retry-After max", withPolicy(func(p *policy.Policy) { p.RetryAfter.Max = -1 }), configErr("RetryAfter.Max")},
 		{"zero policy", withPolicy(func(p *policy.Policy) { *p = policy.Policy{} }), configErr("MaxAttempts")},
 		{"budget ratio below 0", budget(10*time.Second, 10, -0.1), configErr("Budget.Ratio")},

@@ -37,7 +37,7 @@ func TestNoJarWrapsNothing(t *testing.T) {
 
 // naive retries 503 whatever the method, at once: seed 003's classifier.
 func naive() policy.Policy {
-	p := policy.ReqwestForHost("127.0.0.1")
+	p := policy.ForHost("127.0.0.1")
 	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: policy.AnyRequest}.Classify
 	return p
 }

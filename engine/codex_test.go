@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -19,7 +20,7 @@ func TestRefreshAuthAndPrepare(t *testing.T) {
 	var token atomic.Value
 	token.Store("old")
 	var refreshes atomic.Int32
-	f := setup(t, policy.Codex(), func(c *Config) {
+	f := setup(t, presets.Codex(), func(c *Config) {
 		c.Prepare = func(r *http.Request, n int) error {
 			r.Header.Set("Authorization", "Bearer "+token.Load().(string))
 			r.Header.Set("X-Attempt", strconv.Itoa(n))
@@ -46,7 +47,7 @@ func TestRefreshAuthAndPrepare(t *testing.T) {
 
 	// A refresh that does not help is not tried twice.
 	token.Store("wrong")
-	f2 := setup(t, policy.Codex(), func(c *Config) {
+	f2 := setup(t, presets.Codex(), func(c *Config) {
 		c.Prepare = func(r *http.Request, _ int) error { r.Header.Set("Authorization", "Bearer wrong"); return nil }
 		c.RefreshAuth = func(context.Context, *http.Response) error { return nil }
 	})
@@ -74,16 +75,17 @@ func TestPrepareError(t *testing.T) {
 // Two nested levels keep their own counts and labels; the outer one falls
 // back once.
 func TestNestedAndFallback(t *testing.T) {
-	stream, err := New(Config{Policy: policy.CodexStream(), Layer: "stream"})
+	stream, err := New(Config{Policy: presets.CodexStream(), Layer: "stream"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stream.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 	broken := errors.New("stream disconnected")
 	var primary, fallback int
-	_, rep, err := DoWithFallback(context.Background(), stream,
-		Op[int]{Attempt: func(context.Context, int) (int, error) { primary++; return 0, broken }},
-		Op[int]{Attempt: func(context.Context, int) (int, error) { fallback++; return 0, broken }})
+	_, rep, err := Do(context.Background(), stream, Op[int]{
+		Attempt:  func(context.Context, int) (int, error) { primary++; return 0, broken },
+		Fallback: &Op[int]{Attempt: func(context.Context, int) (int, error) { fallback++; return 0, broken }},
+	})
 	if !errors.Is(err, broken) || primary != 6 || fallback != 6 {
 		t.Errorf("error %v, %d + %d attempts; want 6 + 6", err, primary, fallback)
 	}

@@ -20,11 +20,28 @@ type Op[T any] struct {
 	// Discard releases a result that Do will not return. nil: nothing to
 	// release.
 	Discard func(v T)
+	// Fallback, when set, runs once with a fresh count if the operation
+	// ends with its attempts exhausted, as Codex falls back from WebSocket
+	// to HTTPS when its stream budget is spent; a second exhaustion ends
+	// the operation. The report is then the fallback's, Fallbacks counting
+	// the switch.
+	Fallback *Op[T]
 }
 
-// Do runs op under e's policy and returns its result, the operation's
-// report and, when it ended without a result, an *Error.
+// Do runs op under e's policy (and then its Fallback, if it has one and
+// needs it) and returns its result, the operation's report and, when it
+// ended without a result, an *Error.
 func Do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
+	v, rep, err := do(ctx, e, op)
+	if op.Fallback == nil || rep.Stop != policy.StopAttemptsExhausted {
+		return v, rep, err
+	}
+	v, rep, err = do(ctx, e, *op.Fallback)
+	rep.Fallbacks = 1
+	return v, rep, err
+}
+
+func do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
 	rep := &Report{Policy: e.p.Name, Layer: e.layer}
 	o := &funcOp[T]{e: e, op: op}
 	defer o.endAttempt() // whatever the policy: nothing an attempt started outlives Do
@@ -33,21 +50,6 @@ func Do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
 		f.deadline = time.Now().Add(e.p.Timeout)
 	}
 	v, err := run[T](ctx, ctx, e, o, f, rep)
-	return v, rep, err
-}
-
-// DoWithFallback runs op under e and, if it ends with its attempts
-// exhausted, runs fallback once with a fresh count, as Codex falls back from
-// WebSocket to HTTPS when its stream budget is spent; a second exhaustion
-// ends the operation. The report is the last run's, Fallbacks counting the
-// switch.
-func DoWithFallback[T any](ctx context.Context, e *Engine, op, fallback Op[T]) (T, *Report, error) {
-	v, rep, err := Do(ctx, e, op)
-	if rep.Stop != policy.StopAttemptsExhausted {
-		return v, rep, err
-	}
-	v, rep, err = Do(ctx, e, fallback)
-	rep.Fallbacks = 1
 	return v, rep, err
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/internal/rttest"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
@@ -268,7 +269,7 @@ func TestFailOnExhaustedCarriesLastResponse(t *testing.T) {
 		t.Fatalf("error %v is not an *ExhaustedError", err)
 	}
 	var se *middleware.StatusError
-	if !errors.As(err, &se) || se.StatusCode != 503 || len(se.Body) != 0 || !se.Truncated {
+	if !errors.As(err, &se) || se.StatusCode != 503 || len(se.Body) != 4<<10 || !se.Truncated {
 		t.Errorf("last response: %+v", se)
 	}
 	if len(xe.Report.Attempts) != 3 || xe.Report.Stop != policy.StopAttemptsExhausted {
@@ -277,8 +278,8 @@ func TestFailOnExhaustedCarriesLastResponse(t *testing.T) {
 }
 
 func TestRetryAfter(t *testing.T) {
-	node := policy.Node()
-	python := policy.Python()
+	node := presets.Node()
+	python := presets.Python()
 	tests := []struct {
 		name string
 		p    policy.Policy
@@ -319,7 +320,7 @@ func TestRetryAfter(t *testing.T) {
 
 func TestTime(t *testing.T) {
 	t.Run("attempt timeout not retried", func(t *testing.T) {
-		p := policy.Node()
+		p := presets.Node()
 		p.AttemptTimeout = 20 * ms
 		f := setup(t, p)
 		_, rep, err := f.send(context.Background(), "GET", "/slow/headers?delay=1h", "", false)
@@ -377,7 +378,7 @@ func TestTime(t *testing.T) {
 		{"slow body, caller's deadline", 0, 0, 100 * ms, policy.StopDeadline},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := policy.Node()
+			p := presets.Node()
 			p.Timeout, p.AttemptTimeout = tt.timeout, tt.attempt
 			f := setup(t, p)
 			ctx := context.Background()

@@ -184,7 +184,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	}
 	resp, err := wire.RoundTrip(o.next, r)
 	info := attemptInfo{
-		processed:   policy.ProcessedBy(err, tr.wrote.Load()),
+		processed:   processedBy(err, tr.wrote.Load()),
 		transparent: tr.transparent(),
 		resend:      resend,
 	}

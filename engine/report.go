@@ -209,8 +209,8 @@ type PitfallEvent struct {
 	Cookies []string // cookie-lost: the names of the lost cookies, never their values
 }
 
-// JoinHooks returns hooks that call a's hook, then b's, for each event.
-func JoinHooks(a, b Hooks) Hooks {
+// Join returns hooks that call a's hook, then b's, for each event.
+func (a Hooks) Join(b Hooks) Hooks {
 	return Hooks{
 		OnAttempt: join(a.OnAttempt, b.OnAttempt),
 		OnRetry:   join(a.OnRetry, b.OnRetry),

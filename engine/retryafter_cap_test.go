@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -20,7 +21,7 @@ func TestAbsurdRetryAfterIsCapped(t *testing.T) {
 		{"the last HTTP-date", "Fri, 31 Dec 9999 23:59:59 GMT"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := setup(t, policy.Codex())
+			f := setup(t, presets.Codex())
 			resp, rep, err := f.send(context.Background(), "GET", "/s/503?retry-after="+url.QueryEscape(tt.hint), "", false)
 			if err != nil {
 				t.Fatal(err)

@@ -300,7 +300,7 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 		return policy.StopAttemptsExhausted, 0, false
 	}
 	ra := e.p.RetryAfter
-	if h := info.hint; err == nil && ra.Use != policy.HintIgnore && h != "" {
+	if h := info.hint; err == nil && !ra.Ignore && h != "" {
 		hw, ok := ra.Parse(h, e.now())
 		switch {
 		case !ok && ra.StopOnUnsupported:
@@ -309,7 +309,7 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 			e.pitfall(l.hooks, l.rep, PitfallRetryAfterIgnored)
 		case ra.Max > 0 && hw > ra.Max:
 			return policy.StopWaitExceedsBudget, 0, false // never shorten a hint
-		case ra.Use == policy.HintOverride || hw >= wait:
+		case ra.Override || hw >= wait:
 			wait, fromHint = hw, true
 		}
 	}

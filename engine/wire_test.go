@@ -62,7 +62,7 @@ func withScope(p policy.Policy, fromSecond bool) policy.Policy {
 }
 
 func reqwestForLocalhost() policy.Policy {
-	p := policy.ReqwestForHost("localhost")
+	p := policy.ForHost("localhost")
 	retry503(&p)
 	return p
 }
@@ -83,7 +83,7 @@ func (f *fixture) sendURL(ctx context.Context, path string) (*http.Response, *Re
 // One budget is shared by every request of the engine: seed 000's
 // experiment, [101, 1, 1], then 4 more retries after 20 successes.
 func TestBudgetSharedAcrossRequests(t *testing.T) {
-	p := policy.ReqwestForHost("127.0.0.1")
+	p := policy.ForHost("127.0.0.1")
 	retry503(&p)
 	p.MaxAttempts = 1001
 	f := setup(t, p)
@@ -155,7 +155,7 @@ func h2cIn(t *testing.T, p policy.Policy, mode string, faults ...faultserver.H2F
 	case inStack, callerTraces:
 		rt = mustStack(t, e.Layer()).Then(tr)
 	case underRetry:
-		outer, err := New(Config{Policy: policy.ReqwestNever()})
+		outer, err := New(Config{Policy: policy.Never()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,11 +188,11 @@ func TestHiddenRetriesHTTP2(t *testing.T) {
 		wantErr     bool
 		want        []AttemptRecord
 	}{
-		{"refused GET", policy.ReqwestNever(), faultserver.H2Refuse, "GET", nil, 2, false,
+		{"refused GET", policy.Never(), faultserver.H2Refuse, "GET", nil, 2, false,
 			[]AttemptRecord{{Status: 200, Processed: policy.Responded, Transparent: 1, Decision: policy.Stop(policy.StopSuccess)}}},
 		{"refused POST with GetBody", policy.Default(), faultserver.H2Refuse, "POST", bytes.NewReader([]byte("x")), 2, false,
 			[]AttemptRecord{{Status: 200, Processed: policy.Responded, Transparent: 1, Decision: policy.Stop(policy.StopSuccess)}}},
-		{"GOAWAY below the stream", policy.ReqwestNever(), faultserver.H2GoAway, "GET", nil, 2, false,
+		{"GOAWAY below the stream", policy.Never(), faultserver.H2GoAway, "GET", nil, 2, false,
 			[]AttemptRecord{{Status: 200, Processed: policy.Responded, Transparent: 1, Decision: policy.Stop(policy.StopSuccess)}}},
 		// net/http reports these two with errors of no exported type, so
 		// they are not retried, and the attempt counts as possibly processed.
@@ -257,7 +257,7 @@ func hiddenRetryHTTP2(t *testing.T, mode string, p policy.Policy, fault faultser
 // a response is resent by net/http on a new connection: the server sees
 // it twice, the engine one attempt with one transparent resend.
 func TestHiddenRetriesHTTP1(t *testing.T) {
-	f := setup(t, policy.ReqwestNever())
+	f := setup(t, policy.Never())
 	resp, _, err := f.send(context.Background(), "GET", "/s/200", "", false)
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ type Backoff struct {
 	Jitter Jitter
 	// Make, when set, makes the waits instead, and Base, Cap and Jitter
 	// must be zero: any go-retry backoff (constant, Fibonacci, its
-	// decorators, WithFullJitter below), a new one for each operation,
+	// decorators, withFullJitter below), a new one for each operation,
 	// since go-retry backoffs hold state. When it says stop, the
 	// operation stops as attempts-exhausted.
 	Make func() retry.Backoff
@@ -52,17 +52,17 @@ func (b Backoff) New(rnd func() float64) retry.Backoff {
 	}
 	switch b.Jitter {
 	case JitterFull:
-		next = WithFullJitter(rnd, next)
+		next = withFullJitter(rnd, next)
 	case JitterTenPercent:
-		next = WithProportionalJitter(0.1, rnd, next)
+		next = withProportionalJitter(0.1, rnd, next)
 	}
 	return next
 }
 
-// WithFullJitter returns a backoff that waits floor(r·d) for each wait d
+// withFullJitter returns a backoff that waits floor(r·d) for each wait d
 // of next, with r from rnd (nil: math/rand/v2). Unlike go-retry's own
-// WithFullJitter, its randomness can be fixed (a test's r=0.5).
-func WithFullJitter(rnd func() float64, next retry.Backoff) retry.Backoff {
+// withFullJitter, its randomness can be fixed (a test's r=0.5).
+func withFullJitter(rnd func() float64, next retry.Backoff) retry.Backoff {
 	rnd = orDefault(rnd)
 	return retry.BackoffFunc(func() (time.Duration, bool) {
 		d, stop := next.Next()
@@ -73,9 +73,9 @@ func WithFullJitter(rnd func() float64, next retry.Backoff) retry.Backoff {
 	})
 }
 
-// WithProportionalJitter returns a backoff that waits d × [1-f, 1+f) for
+// withProportionalJitter returns a backoff that waits d × [1-f, 1+f) for
 // each wait d of next, with randomness from rnd (nil: math/rand/v2).
-func WithProportionalJitter(f float64, rnd func() float64, next retry.Backoff) retry.Backoff {
+func withProportionalJitter(f float64, rnd func() float64, next retry.Backoff) retry.Backoff {
 	rnd = orDefault(rnd)
 	return retry.BackoffFunc(func() (time.Duration, bool) {
 		d, stop := next.Next()

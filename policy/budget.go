@@ -49,11 +49,6 @@ type TPSBudget struct {
 
 const budgetSlots = 10
 
-// MinBudgetRatio is the smallest ratio above 0 that NewTPSBudget accepts: one
-// retry per million successes. Below it the amount withdrawn per retry
-// would overflow, and a tiny ratio must never mean "unlimited".
-const MinBudgetRatio = 1e-6
-
 // NewTPSBudget returns a budget with deposits counted for ttl (1 to 60
 // seconds), a reserve of minPerSec retries per second of ttl, and room for
 // ratio retries per deposit (0, or MinBudgetRatio to 1000; 0.2 means 20 %

@@ -13,22 +13,6 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// ProcessedBy says whether the server may have acted on a request whose
-// attempt failed with err; wrote reports whether the request's headers were
-// written (httptrace's WroteHeaders). A dial failure, a refused stream and
-// anything that failed before a byte was written are not-sent; a GOAWAY
-// that reaches the caller covered the stream (net/http resends the others
-// itself), so it may have been processed.
-func ProcessedBy(err error, wrote bool) Processed {
-	if err == nil {
-		return Responded
-	}
-	if !wrote || isDial(err) || KindOf(err) == ErrorRefusedStream {
-		return NotSent
-	}
-	return SentNoResponse
-}
-
 // ErrorKind is the family of a transport error, found with errors.Is and
 // errors.As, never by reading messages.
 type ErrorKind uint8
@@ -182,10 +166,4 @@ func bundledHTTP2(err error) (ErrorKind, bool) {
 func is[E error](err error) bool {
 	_, ok := errors.AsType[E](err)
 	return ok
-}
-
-// isDial reports whether err failed to dial: nothing was sent.
-func isDial(err error) bool {
-	op, ok := errors.AsType[*net.OpError](err)
-	return ok && op.Op == "dial"
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -26,8 +27,8 @@ func FuzzClassify(f *testing.F) {
 		nil, io.EOF, &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, fmt.Errorf("wrapped: %w", syscall.ECONNRESET),
 		errors.New("plain"), &net.DNSError{IsNotFound: true}, errors.Join(io.ErrUnexpectedEOF, errors.New("x")),
 	}
-	presets := []policy.Policy{policy.Default(), policy.Python(), policy.Node(), policy.Codex(), policy.CodexStream(),
-		policy.ReqwestDefault(), policy.ReqwestForHost("a.test"), policy.ReqwestNever()}
+	presets := []policy.Policy{policy.Default(), presets.Python(), presets.Node(), presets.Codex(), presets.CodexStream(),
+		presets.ReqwestDefault(), policy.ForHost("a.test"), policy.Never()}
 	f.Fuzz(func(t *testing.T, status int, method, header string, errIndex int, processed uint8) {
 		req, err := http.NewRequest("GET", "http://a.test/", nil)
 		if err != nil {
@@ -63,7 +64,7 @@ func FuzzPolicyConfig(f *testing.F) {
 		p.MaxAttempts = attempts
 		p.AttemptTimeout, p.Timeout = time.Duration(attemptTimeout), time.Duration(timeout)
 		p.Backoff = policy.Backoff{Base: time.Duration(base), Cap: time.Duration(cap), Jitter: policy.Jitter(jitter)}
-		p.RetryAfter.Use, p.RetryAfter.Max = policy.HintUse(use), time.Duration(maxHint)
+		p.RetryAfter.Override, p.RetryAfter.Max = use%2 == 1, time.Duration(maxHint)
 		if err := p.Validate(); err != nil {
 			var ce *policy.ConfigError
 			if !errors.As(err, &ce) {

@@ -2,9 +2,9 @@ package policy
 
 import "net/http"
 
-// IdempotentMethod reports whether method is idempotent per RFC 9110 §9.2.2:
+// idempotentMethod reports whether method is idempotent per RFC 9110 §9.2.2:
 // GET, HEAD, OPTIONS, TRACE, PUT and DELETE.
-func IdempotentMethod(method string) bool {
+func idempotentMethod(method string) bool {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete, "":
 		return true // "" means GET in net/http
@@ -16,7 +16,7 @@ func IdempotentMethod(method string) bool {
 // effect: an idempotent method, or an Idempotency-Key / X-Idempotency-Key
 // header that lets the server deduplicate.
 func Idempotent(req *http.Request) bool {
-	return IdempotentMethod(req.Method) || hasIdempotencyKey(req.Header)
+	return idempotentMethod(req.Method) || hasIdempotencyKey(req.Header)
 }
 
 func hasIdempotencyKey(h http.Header) bool {

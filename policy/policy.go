@@ -40,32 +40,39 @@ type Policy struct {
 	Rand func() float64
 }
 
-// MaxAttemptsLimit is the largest MaxAttempts a policy accepts.
-const MaxAttemptsLimit = 10_000
-
-// HintUse is how a server's Retry-After combines with the backoff.
-type HintUse uint8
-
+// The bounds of a policy's values.
 const (
-	// HintAtLeast waits max(hint, backoff): never less than the server
-	// asked, and never less than the policy would. The default.
-	HintAtLeast HintUse = iota
-	// HintOverride waits exactly the hint instead of the backoff.
-	HintOverride
-	// HintIgnore never reads Retry-After.
-	HintIgnore
+	// MaxAttemptsLimit is the largest MaxAttempts a policy accepts.
+	MaxAttemptsLimit = 10_000
+	// MaxRetryAfter is the longest hint a RetryAfter parses: larger values
+	// (up to any number of digits) are capped here instead of overflowing.
+	MaxRetryAfter = 100 * 365 * 24 * time.Hour
+	// MinBudgetRatio is the smallest ratio above 0 that NewTPSBudget
+	// accepts: one retry per million successes. Below it the amount
+	// withdrawn per retry would overflow, and a tiny ratio must never mean
+	// "unlimited".
+	MinBudgetRatio = 1e-6
 )
 
 // RetryAfter configures the use of Retry-After hints. A hint is never
 // shortened: if it ends after the deadline, or is longer than Max, the
 // operation stops with wait-exceeds-budget instead of waiting less.
 type RetryAfter struct {
-	Use HintUse
+	// Ignore never reads Retry-After.
+	Ignore bool
+	// Override waits exactly the hint instead of the backoff. By default
+	// the wait is max(hint, backoff): never less than the server asked,
+	// and never less than the policy would.
+	Override bool
 	// Fractions accepts decimal seconds such as "0.2", as Python's float()
 	// does; RFC 9110 allows only whole seconds.
 	Fractions bool
-	// Dates says which HTTP-date forms are accepted.
-	Dates DateForms
+	// SecondsOnly accepts delta-seconds only: an HTTP-date is unsupported.
+	SecondsOnly bool
+	// IMFDatesOnly accepts, of the HTTP-date forms, only IMF-fixdate, as
+	// many clients do. By default the obsolete RFC 850 and asctime forms
+	// are accepted too, as RFC 9110 asks of recipients.
+	IMFDatesOnly bool
 	// StopOnUnsupported ends the operation with unsupported-retry-after
 	// when a hint cannot be parsed; otherwise the hint is ignored, the
 	// backoff used, and the pitfall retry-after-ignored reported.
@@ -77,20 +84,23 @@ type RetryAfter struct {
 // Parse parses a Retry-After value under these rules; ok is false for a
 // value they do not support.
 func (r RetryAfter) Parse(value string, now time.Time) (wait time.Duration, ok bool) {
-	return parseRetryAfter(value, now, r.Fractions, r.Dates)
+	dates := datesAll
+	switch {
+	case r.SecondsOnly:
+		dates = datesNone
+	case r.IMFDatesOnly:
+		dates = datesIMFOnly
+	}
+	return parseRetryAfter(value, now, r.Fractions, dates)
 }
 
-// DateForms are the HTTP-date forms a Retry-After may use.
-type DateForms uint8
+// dateForms are the HTTP-date forms a Retry-After may use.
+type dateForms uint8
 
 const (
-	// DatesAll accepts IMF-fixdate and the obsolete RFC 850 and asctime
-	// forms, as RFC 9110 asks of recipients. The default.
-	DatesAll DateForms = iota
-	// DatesIMFOnly accepts only IMF-fixdate, as many clients do.
-	DatesIMFOnly
-	// DatesNone accepts seconds only.
-	DatesNone
+	datesAll dateForms = iota
+	datesIMFOnly
+	datesNone
 )
 
 // ConfigError reports an invalid policy field.
@@ -126,10 +136,6 @@ func (p *Policy) Validate() error {
 		return bad("Backoff.Make", "set with Base, Cap or Jitter", "set either Make or the exponential fields")
 	case p.Backoff.Jitter > JitterTenPercent:
 		return bad("Backoff.Jitter", p.Backoff.Jitter, "unknown jitter")
-	case p.RetryAfter.Use > HintIgnore:
-		return bad("RetryAfter.Use", p.RetryAfter.Use, "unknown use")
-	case p.RetryAfter.Dates > DatesNone:
-		return bad("RetryAfter.Dates", p.RetryAfter.Dates, "unknown date forms")
 	case p.RetryAfter.Max < 0:
 		return bad("RetryAfter.Max", p.RetryAfter.Max, "must not be negative")
 	case isZeroTPS(p.Budget):

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -187,7 +188,7 @@ func TestPresetClassifiers(t *testing.T) {
 		{"node", policy.Attempt{Request: request("PUT"), Response: status(503)}, policy.Stop(policy.StopNotIdempotent)},
 		{"node", policy.Attempt{Request: request("GET"), Err: context.DeadlineExceeded}, policy.Stop(policy.StopNonRetryable)},
 	}
-	presets := map[string]policy.Policy{"python": policy.Python(), "node": policy.Node()}
+	presets := map[string]policy.Policy{"python": presets.Python(), "node": presets.Node()}
 	for _, tt := range tests {
 		got := presets[tt.preset].Classify(tt.a)
 		if diff := cmp.Diff(tt.want, got); diff != "" {
@@ -197,7 +198,7 @@ func TestPresetClassifiers(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	for _, p := range []policy.Policy{policy.Default(), policy.Python(), policy.Node()} {
+	for _, p := range []policy.Policy{policy.Default(), presets.Python(), presets.Node()} {
 		if err := p.Validate(); err != nil {
 			t.Errorf("preset %s: %v", p.Name, err)
 		}
@@ -213,8 +214,6 @@ func TestValidate(t *testing.T) {
 		{func(p *policy.Policy) { p.Classify = nil }, &policy.ConfigError{Field: "Classify", Reason: "required"}},
 		{func(p *policy.Policy) { p.Backoff.Base = -1 }, &policy.ConfigError{Field: "Backoff.Base", Value: time.Duration(-1), Reason: "must not be negative"}},
 		{func(p *policy.Policy) { p.Backoff.Jitter = 9 }, &policy.ConfigError{Field: "Backoff.Jitter", Value: policy.Jitter(9), Reason: "unknown jitter"}},
-		{func(p *policy.Policy) { p.RetryAfter.Use = 7 }, &policy.ConfigError{Field: "RetryAfter.Use", Value: policy.HintUse(7), Reason: "unknown use"}},
-		{func(p *policy.Policy) { p.RetryAfter.Dates = 5 }, &policy.ConfigError{Field: "RetryAfter.Dates", Value: policy.DateForms(5), Reason: "unknown date forms"}},
 		{func(p *policy.Policy) { p.RetryAfter.Max = -1 }, &policy.ConfigError{Field: "RetryAfter.Max", Value: time.Duration(-1), Reason: "must not be negative"}},
 		{func(p *policy.Policy) { p.Budget = new(policy.TPSBudget) }, &policy.ConfigError{Field: "Budget", Value: "a zero TPSBudget", Reason: "must be made by NewTPSBudget"}},
 	}
@@ -254,8 +253,8 @@ func TestBackoff(t *testing.T) {
 		rnd  func() float64
 		want []time.Duration
 	}{
-		{"node, r fixed at 0.5", policy.Node().Backoff, half, []time.Duration{25 * ms, 50 * ms, 100 * ms, 100 * ms}},
-		{"python ceiling, r→1", policy.Python().Backoff, func() float64 { return 0.999999999 }, []time.Duration{499999999, 999999999, 1999999998, 3999999996, 7999999992, 7999999992}},
+		{"node, r fixed at 0.5", presets.Node().Backoff, half, []time.Duration{25 * ms, 50 * ms, 100 * ms, 100 * ms}},
+		{"python ceiling, r→1", presets.Python().Backoff, func() float64 { return 0.999999999 }, []time.Duration{499999999, 999999999, 1999999998, 3999999996, 7999999992, 7999999992}},
 		{"no jitter", policy.Backoff{Base: 10 * ms, Cap: 50 * ms, Jitter: policy.JitterNone}, nil, []time.Duration{10 * ms, 20 * ms, 40 * ms, 50 * ms}},
 		{"ten percent, low end", policy.Backoff{Base: 200 * ms, Jitter: policy.JitterTenPercent}, func() float64 { return 0 }, []time.Duration{180 * ms, 360 * ms, 720 * ms}},
 		{"ten percent, middle", policy.Backoff{Base: 200 * ms, Jitter: policy.JitterTenPercent}, half, []time.Duration{200 * ms, 400 * ms, 800 * ms}},
@@ -267,7 +266,7 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 	// Each New is a fresh sequence: go-retry backoffs hold state.
-	b := policy.Node().Backoff
+	b := presets.Node().Backoff
 	first, second := b.New(half), b.New(half)
 	waits(first, 3)
 	if d, _ := second.Next(); d != 25*ms {
@@ -304,7 +303,7 @@ func TestDecisionAllocatesNothing(t *testing.T) {
 	reset := &url.Error{Op: "Get", URL: "http://example.test/", Err: &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}}
 	refused := &url.Error{Op: "Get", URL: "http://example.test/", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
 	timeout := &url.Error{Op: "Get", URL: "http://example.test/", Err: context.DeadlineExceeded}
-	for _, p := range []policy.Policy{policy.Default(), policy.Python(), policy.Node(), policy.ReqwestDefault(), policy.Codex()} {
+	for _, p := range []policy.Policy{policy.Default(), presets.Python(), presets.Node(), presets.ReqwestDefault(), presets.Codex()} {
 		for name, a := range map[string]policy.Attempt{
 			"200":           {Request: req, Response: &http.Response{StatusCode: 200}, Number: 1, Processed: policy.Responded},
 			"503":           {Request: req, Response: &http.Response{StatusCode: 503}, Number: 1, Processed: policy.Responded},
@@ -314,11 +313,6 @@ func TestDecisionAllocatesNothing(t *testing.T) {
 		} {
 			if n := testing.AllocsPerRun(100, func() { p.Classify(a) }); n != 0 {
 				t.Errorf("%s, %s: %v allocations", p.Name, name, n)
-			}
-			if a.Err != nil {
-				if n := testing.AllocsPerRun(100, func() { policy.ProcessedBy(a.Err, true) }); n != 0 {
-					t.Errorf("ProcessedBy(%s): %v allocations", name, n)
-				}
 			}
 		}
 	}

@@ -6,21 +6,9 @@ import (
 	"time"
 )
 
-// MaxRetryAfter is the longest hint ParseRetryAfter returns: larger values
-// (up to any number of digits) are capped here instead of overflowing.
-const MaxRetryAfter = 100 * 365 * 24 * time.Hour
-
-// ParseRetryAfter parses a Retry-After value (RFC 9110 §10.2.3): delta-seconds
-// or an HTTP-date in any of its three forms (IMF-fixdate, RFC 850, asctime),
-// relative to now. A date in the past gives 0. Fractions, signs, negatives
-// and anything else are unsupported: ok is false.
-func ParseRetryAfter(value string, now time.Time) (wait time.Duration, ok bool) {
-	return parseRetryAfter(value, now, false, DatesAll)
-}
-
 // parseRetryAfter also accepts decimal fractions of a second (Python's
 // float()) when fractions is set, and only the given date forms.
-func parseRetryAfter(value string, now time.Time, fractions bool, dates DateForms) (time.Duration, bool) {
+func parseRetryAfter(value string, now time.Time, fractions bool, dates dateForms) (time.Duration, bool) {
 	v := strings.TrimSpace(value)
 	if v == "" {
 		return 0, false
@@ -31,9 +19,9 @@ func parseRetryAfter(value string, now time.Time, fractions bool, dates DateForm
 	var t time.Time
 	var err error
 	switch dates {
-	case DatesAll:
+	case datesAll:
 		t, err = http.ParseTime(v)
-	case DatesIMFOnly:
+	case datesIMFOnly:
 		t, err = time.Parse(http.TimeFormat, v)
 	default:
 		return 0, false

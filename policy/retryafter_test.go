@@ -42,7 +42,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{"Mon, 30 Nov 2026 12:00:00 PST", 0, false},
 	}
 	for _, tt := range tests {
-		got, ok := policy.ParseRetryAfter(tt.value, now)
+		got, ok := policy.RetryAfter{}.Parse(tt.value, now)
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v, %v", tt.value, got, ok, tt.want, tt.ok)
 		}
@@ -63,10 +63,10 @@ func TestRetryAfterRules(t *testing.T) {
 		{"fraction digits past ns", policy.RetryAfter{Fractions: true}, "1.0000000019", time.Second + 1, true},
 		{"fraction without digits", policy.RetryAfter{Fractions: true}, "1.", 0, false},
 		{"negative fraction", policy.RetryAfter{Fractions: true}, "-0.5", 0, false},
-		{"imf only takes imf", policy.RetryAfter{Dates: policy.DatesIMFOnly}, imf, time.Minute, true},
-		{"imf only refuses rfc850", policy.RetryAfter{Dates: policy.DatesIMFOnly}, rfc850, 0, false},
-		{"no dates", policy.RetryAfter{Dates: policy.DatesNone}, imf, 0, false},
-		{"no dates, seconds", policy.RetryAfter{Dates: policy.DatesNone}, "3", 3 * time.Second, true},
+		{"imf only takes imf", policy.RetryAfter{IMFDatesOnly: true}, imf, time.Minute, true},
+		{"imf only refuses rfc850", policy.RetryAfter{IMFDatesOnly: true}, rfc850, 0, false},
+		{"no dates", policy.RetryAfter{SecondsOnly: true}, imf, 0, false},
+		{"no dates, seconds", policy.RetryAfter{SecondsOnly: true}, "3", 3 * time.Second, true},
 	}
 	for _, tt := range tests {
 		got, ok := tt.rules.Parse(tt.value, now)
@@ -82,7 +82,7 @@ func FuzzParseRetryAfter(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, value string) {
-		strict, ok := policy.ParseRetryAfter(value, now)
+		strict, ok := policy.RetryAfter{}.Parse(value, now)
 		if strict < 0 || strict > policy.MaxRetryAfter {
 			t.Fatalf("ParseRetryAfter(%q) = %v: out of [0, MaxRetryAfter]", value, strict)
 		}

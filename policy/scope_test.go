@@ -1,13 +1,13 @@
 package policy_test
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"syscall"
 	"testing"
 
+	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/policy"
 	"golang.org/x/net/http2"
 )
@@ -57,28 +57,6 @@ func TestHTTP2Kinds(t *testing.T) {
 	}
 }
 
-func TestProcessedBy(t *testing.T) {
-	tests := []struct {
-		name  string
-		err   error
-		wrote bool
-		want  policy.Processed
-	}{
-		{"response", nil, true, policy.Responded},
-		{"dial refused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, false, policy.NotSent},
-		{"dial error even if a trace said written", &net.OpError{Op: "dial", Err: errors.New("x")}, true, policy.NotSent},
-		{"refused stream after the headers", http2.StreamError{Code: http2.ErrCodeRefusedStream}, true, policy.NotSent},
-		{"nothing written", errors.New("boom"), false, policy.NotSent},
-		{"reset after write", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, true, policy.SentNoResponse},
-		{"goaway covering the stream", http2.GoAwayError{LastStreamID: 1, ErrCode: http2.ErrCodeNo}, true, policy.SentNoResponse},
-	}
-	for _, tt := range tests {
-		if got := policy.ProcessedBy(tt.err, tt.wrote); got != tt.want {
-			t.Errorf("%s: ProcessedBy = %v, want %v", tt.name, got, tt.want)
-		}
-	}
-}
-
 func TestReqwestPresets(t *testing.T) {
 	refused := http2.StreamError{Code: http2.ErrCodeRefusedStream}
 	tests := []struct {
@@ -86,12 +64,12 @@ func TestReqwestPresets(t *testing.T) {
 		a    policy.Attempt
 		want policy.Decision
 	}{
-		{policy.ReqwestDefault(), policy.Attempt{Request: request("POST"), Err: refused, Processed: policy.NotSent}, policy.Retry("protocol")},
-		{policy.ReqwestDefault(), policy.Attempt{Request: request("GET"), Response: status(503)}, policy.Stop(policy.StopNonRetryable)},
-		{policy.ReqwestDefault(), policy.Attempt{Request: request("GET"), Err: &net.OpError{Op: "read", Err: syscall.ECONNRESET}}, policy.Stop(policy.StopNonRetryable)},
-		{policy.ReqwestForHost("h"), policy.Attempt{Request: request("GET"), Response: status(503)}, policy.Stop(policy.StopNonRetryable)},
-		{policy.ReqwestForHost("h"), policy.Attempt{Request: request("GET"), Err: refused}, policy.Stop(policy.StopNonRetryable)},
-		{policy.ReqwestNever(), policy.Attempt{Request: request("GET"), Err: refused}, policy.Stop(policy.StopNonRetryable)},
+		{presets.ReqwestDefault(), policy.Attempt{Request: request("POST"), Err: refused, Processed: policy.NotSent}, policy.Retry("protocol")},
+		{presets.ReqwestDefault(), policy.Attempt{Request: request("GET"), Response: status(503)}, policy.Stop(policy.StopNonRetryable)},
+		{presets.ReqwestDefault(), policy.Attempt{Request: request("GET"), Err: &net.OpError{Op: "read", Err: syscall.ECONNRESET}}, policy.Stop(policy.StopNonRetryable)},
+		{policy.ForHost("h"), policy.Attempt{Request: request("GET"), Response: status(503)}, policy.Stop(policy.StopNonRetryable)},
+		{policy.ForHost("h"), policy.Attempt{Request: request("GET"), Err: refused}, policy.Stop(policy.StopNonRetryable)},
+		{policy.Never(), policy.Attempt{Request: request("GET"), Err: refused}, policy.Stop(policy.StopNonRetryable)},
 	}
 	for _, tt := range tests {
 		if got := tt.p.Classify(tt.a); got != tt.want {
@@ -101,11 +79,11 @@ func TestReqwestPresets(t *testing.T) {
 			t.Errorf("%s: %v", tt.p.Name, err)
 		}
 	}
-	fh := policy.ReqwestForHost("localhost")
+	fh := policy.ForHost("localhost")
 	if fh.Budget.(*policy.TPSBudget).Retries() != 100 || !fh.Scope.FromSecondRetry || fh.MaxAttempts != 3 || fh.Backoff.Base != 0 {
 		t.Errorf("for_host: budget %v, scope %+v, attempts %d, backoff %+v", fh.Budget, fh.Scope, fh.MaxAttempts, fh.Backoff)
 	}
-	if d := policy.ReqwestDefault(); d.Budget != nil || d.MaxAttempts != 3 {
+	if d := presets.ReqwestDefault(); d.Budget != nil || d.MaxAttempts != 3 {
 		t.Errorf("reqwest default: budget %v, attempts %d", d.Budget, d.MaxAttempts)
 	}
 }

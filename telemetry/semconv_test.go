@@ -423,7 +423,7 @@ func TestRedirectLimitErrorType(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 	ops, _ := r.byKind()
-	if et, _ := attr(ops[0], "error.type"); et != telemetry.ErrorTypeRedirectLimit || ops[0].Status().Code != codes.Error {
+	if et, _ := attr(ops[0], "error.type"); et != "redirect-hop-limit" || ops[0].Status().Code != codes.Error {
 		t.Errorf("error.type %q, status %v", et, ops[0].Status())
 	}
 }

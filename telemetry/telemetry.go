@@ -178,7 +178,7 @@ func (t *Telemetry) Attempt() middleware.Layer {
 
 // Hooks returns the engine hooks that record retries and pitfalls: events
 // on the operation's span, and the retries, delay and pitfalls metrics.
-// Join them with the caller's own with engine.JoinHooks.
+// Join them with the caller's own with [engine.Hooks.Join].
 func (t *Telemetry) Hooks() engine.Hooks {
 	if t.tracer == nil {
 		return engine.Hooks{} // its layers do not build: see Operation
@@ -651,14 +651,14 @@ func errorTypeOf(err error) string {
 		return strconv.Itoa(se.StatusCode)
 	}
 	if _, ok := errors.AsType[*redirect.TooManyHopsError](err); ok {
-		return ErrorTypeRedirectLimit
+		return errorTypeRedirectLimit
 	}
 	return errorType(policy.KindOf(err)).Value.AsString()
 }
 
-// ErrorTypeRedirectLimit is the operation span's error.type when a
+// errorTypeRedirectLimit is the operation span's error.type when a
 // redirect chain hit the hop limit.
-const ErrorTypeRedirectLimit = "redirect-hop-limit"
+const errorTypeRedirectLimit = "redirect-hop-limit"
 
 // hostPort returns server.address and server.port: from the Host header
 // when the request sets one (the conventions' rule), else from the URL,

@@ -224,7 +224,7 @@ func TestCancellationLeavesStatusUnset(t *testing.T) {
 }
 
 func TestPitfallEvents(t *testing.T) {
-	p := policy.ReqwestForHost("127.0.0.1")
+	p := policy.ForHost("127.0.0.1")
 	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: policy.AnyRequest}.Classify
 	f := setup(t, p)
 	req, _ := http.NewRequest("POST", f.srv.URL()+"/login", strings.NewReader("u=a"))

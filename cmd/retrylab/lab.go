@@ -15,6 +15,7 @@ import (
 	"github.com/retrystack/retrystack/cookiejar"
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/redirect"
@@ -27,7 +28,7 @@ import (
 // the figures it must reproduce.
 type scenario struct {
 	id, setup      string
-	preset         string               // a key of presets
+	preset         string               // a key of presetTable
 	tune           func(*policy.Policy) // the row's changes to the preset
 	hooks          func(*trial) engine.Hooks
 	engine         func(*trial, *engine.Config) // further engine settings
@@ -71,20 +72,20 @@ type preset struct {
 	about  string
 }
 
-var presets = map[string]preset{
+var presetTable = map[string]preset{
 	"none":             {nil, "no retry layer: what net/http alone does"},
 	"default":          {policy.Default, "retrystack's safe default"},
-	"codex":            {policy.Codex, "Codex's request retries: RetryOn 5xx and transport, 4 retries"},
-	"python":           {policy.Python, "seed 001's hand-written Python client"},
-	"node":             {policy.Node, "seed 004's GET-only Node client"},
-	"reqwest-default":  {policy.ReqwestDefault, "reqwest 0.13.5's client default: HTTP/2 protocol NACKs only"},
-	"reqwest-for-host": {func() policy.Policy { return policy.ReqwestForHost("127.0.0.1") }, "reqwest 0.13.5's for_host(127.0.0.1): nothing until a classifier is set"},
-	"reqwest-never":    {policy.ReqwestNever, "reqwest 0.13.5's never()"},
+	"codex":            {presets.Codex, "Codex's request retries: RetryOn 5xx and transport, 4 retries"},
+	"python":           {presets.Python, "seed 001's hand-written Python client"},
+	"node":             {presets.Node, "seed 004's GET-only Node client"},
+	"reqwest-default":  {presets.ReqwestDefault, "reqwest 0.13.5's client default: HTTP/2 protocol NACKs only"},
+	"reqwest-for-host": {func() policy.Policy { return presets.ReqwestForHost("127.0.0.1") }, "reqwest 0.13.5's for_host(127.0.0.1): nothing until a classifier is set"},
+	"reqwest-never":    {presets.ReqwestNever, "reqwest 0.13.5's never()"},
 }
 
 func presetNames() []string {
-	names := make([]string, 0, len(presets))
-	for n := range presets {
+	names := make([]string, 0, len(presetTable))
+	for n := range presetTable {
 		names = append(names, n)
 	}
 	slices.Sort(names)
@@ -102,7 +103,7 @@ func layers(sc scenario, presetName string, t *trial) ([]middleware.Layer, error
 	if t.tel != nil {
 		out = append([]middleware.Layer{t.tel.Operation()}, out...)
 	}
-	if pr := presets[presetName]; pr.policy != nil {
+	if pr := presetTable[presetName]; pr.policy != nil {
 		p := pr.policy()
 		if sc.tune != nil {
 			sc.tune(&p)
@@ -112,7 +113,7 @@ func layers(sc scenario, presetName string, t *trial) ([]middleware.Layer, error
 			cfg.Hooks = sc.hooks(t)
 		}
 		if t.tel != nil {
-			cfg.Hooks = engine.JoinHooks(cfg.Hooks, t.tel.Hooks())
+			cfg.Hooks = cfg.Hooks.Join(t.tel.Hooks())
 		}
 		if sc.engine != nil {
 			sc.engine(t, &cfg)
@@ -202,7 +203,7 @@ func runOne(ctx context.Context, srv *faultserver.Server, tel *telemetry.Telemet
 	}
 	if opts.stack != nil {
 		names = opts.stack
-	} else if presets[presetName].policy == nil {
+	} else if presetTable[presetName].policy == nil {
 		names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "retry" })
 	}
 	if tel != nil { // outermost and innermost, whatever the order between

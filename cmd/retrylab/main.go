@@ -144,7 +144,7 @@ func parseFlags(args []string) (options, error) {
 	}
 	opts.filter = re
 	if opts.preset != "" {
-		if _, ok := presets[opts.preset]; !ok {
+		if _, ok := presetTable[opts.preset]; !ok {
 			return options{}, fmt.Errorf("unknown preset %q (have %s)", opts.preset, strings.Join(presetNames(), ", "))
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -27,7 +28,7 @@ var (
 
 // streamEngine is Codex's outer, stream-level retry budget, scaled.
 func streamEngine(t *trial) (*engine.Engine, error) {
-	p := policy.CodexStream()
+	p := presets.CodexStream()
 	p.Backoff.Base = scaled
 	cfg := engine.Config{Policy: p, Layer: "stream"}
 	if t.tel != nil {
@@ -109,9 +110,10 @@ var seed002 = []scenario{
 			}
 			var n int
 			t.measure(func() (string, *engine.Report) {
-				_, rep, err := engine.DoWithFallback(t.ctx, e,
-					engine.Op[int]{Attempt: streamAttempt(t, "/echo?transport=websocket", &n)},
-					engine.Op[int]{Attempt: streamAttempt(t, "/echo?transport=https", &n)})
+				_, rep, err := engine.Do(t.ctx, e, engine.Op[int]{
+					Attempt:  streamAttempt(t, "/echo?transport=websocket", &n),
+					Fallback: &engine.Op[int]{Attempt: streamAttempt(t, "/echo?transport=https", &n)},
+				})
 				t.extra["fallbacks"] = strconv.Itoa(rep.Fallbacks)
 				return stopOf(err), rep
 			})

@@ -13,7 +13,7 @@ var (
 	fixed503 = func(p *policy.Policy) {
 		p.Classify = policy.Rules{
 			Statuses: policy.NewStatusSet(503),
-			Safe:     func(r *http.Request) bool { return policy.IdempotentMethod(r.Method) },
+			Safe:     func(r *http.Request) bool { return idempotentMethod(r.Method) },
 		}.Classify
 	}
 )
@@ -86,4 +86,13 @@ var fixes = []scenario{
 		preset: "reqwest-for-host", tune: naive503, capture: true, run: loginThenMe,
 		want: expect{"2,1", "200", "success", "me_cookie=lb=node-2; session=abc"},
 	},
+}
+
+// idempotentMethod reports whether RFC 9110 calls method idempotent.
+func idempotentMethod(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete, "":
+		return true
+	}
+	return false
 }

@@ -34,7 +34,7 @@ func run(w io.Writer) error {
 	defer srv.Close()
 
 	// Seed 003's naive classifier: every 503 is retried, POST included.
-	p := policy.ReqwestForHost("127.0.0.1")
+	p := policy.ForHost("127.0.0.1")
 	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: policy.AnyRequest}.Classify
 
 	for _, order := range []func(middleware.Stack) (middleware.Stack, error){

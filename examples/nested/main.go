@@ -1,5 +1,6 @@
-// Command nested runs Codex's two nested retry budgets (seed 002): a stream
-// operation under its own policy with engine.Do, whose every attempt sends
+// Command nested runs two nested retry budgets, as OpenAI's Codex client
+// has them: a stream operation under its own policy with engine.Do, whose
+// every attempt sends
 // an HTTP request through the retry layer with a policy of its own. Each
 // level keeps its own counters and labels its reports "stream" or "http".
 //
@@ -35,8 +36,8 @@ func run(w io.Writer) error {
 	}
 	defer srv.Close()
 
-	// The inner level: request retries (Codex: 5xx and transport errors).
-	inner := policy.Codex()
+	// The inner level: request retries (5xx and transport errors).
+	inner := policy.Default()
 	inner.Backoff.Base = time.Millisecond // scaled down for the demo
 	client, err := retrystack.NewClient(retrystack.Config{Policy: &inner})
 	if err != nil {
@@ -45,9 +46,17 @@ func run(w io.Writer) error {
 	defer client.CloseIdleConnections()
 
 	// The outer level: stream retries, each one a whole new request.
-	outer := policy.CodexStream()
-	outer.MaxAttempts = 3
-	outer.Backoff.Base = time.Millisecond
+	outer := policy.Policy{
+		Name:        "stream",
+		MaxAttempts: 3,
+		Classify: func(a policy.Attempt) policy.Decision {
+			if a.Err == nil {
+				return policy.Stop(policy.StopSuccess)
+			}
+			return policy.Retry("stream broke") // every broken stream is retried
+		},
+		Backoff: policy.Backoff{Base: time.Millisecond},
+	}
 	stream, err := engine.New(engine.Config{Policy: outer, Layer: "stream"})
 	if err != nil {
 		return err

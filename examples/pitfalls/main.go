@@ -28,7 +28,7 @@ func main() {
 
 // naive is seed 003's classifier: every 503 is retried, whatever the method.
 func naive() *policy.Policy {
-	p := policy.ReqwestForHost("127.0.0.1")
+	p := policy.ForHost("127.0.0.1")
 	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: policy.AnyRequest}.Classify
 	return &p
 }
