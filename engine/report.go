@@ -22,7 +22,7 @@ type Report struct {
 
 	Policy       string            // the policy's name
 	Layer        string            // Config.Layer: "http" or "stream"
-	Fallbacks    int               // fallback transports used (DoWithFallback)
+	Fallbacks    int               // fallbacks run (Op.Fallback)
 	Attempts     []AttemptRecord   // one per attempt sent, in order
 	PlannedWaits []time.Duration   // the wait planned before each retry
 	Elapsed      time.Duration     // from the start to the return of the operation

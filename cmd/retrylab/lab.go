@@ -75,7 +75,7 @@ type preset struct {
 var presetTable = map[string]preset{
 	"none":             {nil, "no retry layer: what net/http alone does"},
 	"default":          {policy.Default, "retrystack's safe default"},
-	"codex":            {presets.Codex, "Codex's request retries: RetryOn 5xx and transport, 4 retries"},
+	"codex":            {presets.Codex, "Codex's request retries: 5xx and transport errors, 4 retries"},
 	"python":           {presets.Python, "seed 001's hand-written Python client"},
 	"node":             {presets.Node, "seed 004's GET-only Node client"},
 	"reqwest-default":  {presets.ReqwestDefault, "reqwest 0.13.5's client default: HTTP/2 protocol NACKs only"},
