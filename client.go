@@ -7,6 +7,7 @@ import (
 	"reflect"
 
 	"github.com/retrystack/retrystack/cookiejar"
+	"github.com/retrystack/retrystack/crosslayer"
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
@@ -34,6 +35,13 @@ type Config struct {
 	// succeeds, sends the request again at once; see
 	// engine.Config.RefreshAuth.
 	RefreshAuth func(ctx context.Context, resp *http.Response) error
+	// Routes give the requests they match policies of their own (one per
+	// endpoint, in one place); see engine.Route.
+	Routes []engine.Route
+	// Signals names the headers of the cross-layer protocol that keeps
+	// retries at one layer of a chain of services (package crosslayer);
+	// the zero value speaks it.
+	Signals crosslayer.Signals
 	// Cookies configures the cookie layer. Storage is opt-in: with no Jar
 	// the layer stores and sends nothing. A jar belongs to every caller of
 	// the stack: give one to a client of one user, never to a transport
@@ -116,7 +124,7 @@ func newEngine(cfg Config) (*engine.Engine, error) {
 		hooks = hooks.Join(cfg.Telemetry.Hooks())
 	}
 	return engine.New(engine.Config{Policy: p, Hooks: hooks, FailOnExhausted: cfg.FailOnExhausted,
-		Prepare: cfg.Prepare, RefreshAuth: cfg.RefreshAuth})
+		Prepare: cfg.Prepare, RefreshAuth: cfg.RefreshAuth, Routes: cfg.Routes, Signals: cfg.Signals})
 }
 
 // withTelemetry puts t's operation layer outermost and its attempt layer

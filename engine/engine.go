@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/retrystack/retrystack/crosslayer"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -32,6 +33,16 @@ type Config struct {
 	// 401 is the answer. It must not read the response body. A request it
 	// makes with ctx is an operation of its own.
 	RefreshAuth func(ctx context.Context, resp *http.Response) error
+	// Signals names the headers of the cross-layer protocol (package
+	// crosslayer): each retry carries its attempt number, each attempt
+	// under a deadline the time left, and a response that says not to be
+	// retried stops the operation with the reason "pushback". The zero
+	// value speaks it with the default names.
+	Signals crosslayer.Signals
+	// Routes give the HTTP requests they match policies of their own (the
+	// first match wins, WithRoute overrides); the others run under
+	// Policy. Each route's policy is validated as Policy is.
+	Routes []Route
 }
 
 // Engine runs operations under one policy. It is safe for concurrent use.
@@ -42,6 +53,10 @@ type Engine struct {
 	layer           string
 	prepare         func(*http.Request, int) error
 	refreshAuth     func(context.Context, *http.Response) error
+	signals         crosslayer.Signals
+	// the header names of signals, canonical
+	attemptHeader, timeoutHeader, shouldRetryHeader string
+	routes                                          []route
 
 	// now and sleep are replaced by tests; sleep waits for d unless ctx
 	// ends first, and then returns ctx's error.
@@ -58,16 +73,24 @@ func New(cfg Config) (*Engine, error) {
 	if layer == "" {
 		layer = "http"
 	}
-	return &Engine{
+	e := &Engine{
 		p:               cfg.Policy,
 		hooks:           cfg.Hooks,
 		failOnExhausted: cfg.FailOnExhausted,
 		layer:           layer,
 		prepare:         cfg.Prepare,
 		refreshAuth:     cfg.RefreshAuth,
+		signals:         cfg.Signals,
 		now:             time.Now,
 		sleep:           sleep,
-	}, nil
+	}
+	e.attemptHeader, e.timeoutHeader, e.shouldRetryHeader = cfg.Signals.Names()
+	routes, err := newRoutes(e, cfg.Routes)
+	if err != nil {
+		return nil, err
+	}
+	e.routes = routes
+	return e, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

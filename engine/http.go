@@ -6,10 +6,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/retrystack/retrystack/internal/inbound"
 	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
@@ -44,7 +47,8 @@ var _ http.RoundTripper = (*transport)(nil)
 // *Error or, with FailOnExhausted, an *ExhaustedError; both carry the
 // Report, as does the response (see ReportOf).
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	o := &httpOp{e: t.e, next: t.next, req: req, rep: Report{Policy: t.e.p.Name, Layer: t.e.layer}}
+	e := t.e.pick(req)
+	o := &httpOp{e: e, next: t.next, req: req, rep: Report{Policy: e.p.Name, Layer: e.layer}}
 	o.rep.Attempts = o.rep.attempt[:0]
 	o.outside.Context = req.Context()
 	o.trace.bind()
@@ -68,16 +72,31 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	f := facts{
 		replayable: req.Body == nil || req.Body == http.NoBody || req.GetBody != nil,
-		covered:    t.e.p.Scope.Covers(req),
+		covered:    e.p.Scope.Covers(req),
 		idempotent: policy.Idempotent(req),
 	}
 	if req.Body != nil {
 		f.body = req.Body
 	}
-	if t.e.p.Timeout > 0 {
-		f.deadline = o.deadline(t.e.p.Timeout)
+	if e.p.Timeout > 0 {
+		f.deadline = o.deadline(e.p.Timeout)
 	}
-	return run[*http.Response](ctx, &o.outside, t.e, o, f, &o.rep)
+	resp, err := run[*http.Response](ctx, &o.outside, e, o, f, &o.rep)
+	if st := inbound.From(req.Context()); st != nil && !e.signals.Off && pushesBack(o.rep.Stop) {
+		st.PushBack() // the service answering st's request tells its caller not to retry
+	}
+	return resp, err
+}
+
+// pushesBack reports whether an operation that stopped for stop tells the
+// caller of the service it serves not to retry: it retried until a limit
+// stopped it, or was itself told not to retry.
+func pushesBack(stop policy.StopReason) bool {
+	switch stop {
+	case policy.StopAttemptsExhausted, policy.StopBudgetExhausted, policy.StopWaitExceedsBudget, policy.StopPushback:
+		return true
+	}
+	return false
 }
 
 // CloseIdleConnections forwards to the next RoundTripper.
@@ -157,8 +176,20 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		cp := tr.client
 		ctx = httptrace.WithClientTrace(ctx, &cp)
 	}
+	// The cross-layer headers: the attempt on a retry, the time left
+	// under a deadline.
+	attemptHdr, timeoutHdr := "", ""
+	if !o.e.signals.Off {
+		if n > 1 {
+			attemptHdr = strconv.Itoa(n) + "; max=" + strconv.Itoa(o.e.p.MaxAttempts)
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			timeoutHdr = strconv.FormatInt(max(time.Until(dl).Milliseconds(), 0), 10)
+		}
+	}
+	headers := attemptHdr != "" || timeoutHdr != ""
 	r := o.req
-	if ctx != r.Context() || body != nil || o.e.prepare != nil {
+	if ctx != r.Context() || body != nil || o.e.prepare != nil || headers {
 		// A copy of its own, never reused: the transport may still hold
 		// the previous attempt's.
 		r = o.req.WithContext(ctx)
@@ -166,15 +197,23 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	if body != nil {
 		r.Body = body
 	}
-	if o.e.prepare != nil {
-		// Prepare changes this attempt's request, never the caller's: its
-		// own URL and Header.
+	if o.e.prepare != nil || headers {
+		// Prepare and the headers change this attempt's request, never the
+		// caller's: its own URL and Header.
 		u := *o.req.URL
 		r.URL = &u
 		r.Header = o.req.Header.Clone()
 		if r.Header == nil {
 			r.Header = make(http.Header)
 		}
+	}
+	if attemptHdr != "" {
+		r.Header[o.e.attemptHeader] = []string{attemptHdr}
+	}
+	if timeoutHdr != "" {
+		r.Header[o.e.timeoutHeader] = []string{timeoutHdr}
+	}
+	if o.e.prepare != nil {
 		if err := o.e.prepare(r, n); err != nil {
 			if r.Body != nil {
 				r.Body.Close() // on the first attempt, the caller's
@@ -189,10 +228,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		resend:      resend,
 	}
 	if err == nil {
-		info.status = resp.StatusCode
-		if v := resp.Header["Retry-After"]; len(v) > 0 {
-			info.hint = v[0]
-		}
+		info.status, info.header = resp.StatusCode, resp.Header
 	}
 	return resp, info, err
 }
@@ -247,6 +283,11 @@ func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error)
 		}
 	}
 	d := o.e.p.Classify(policy.Attempt{Request: o.req, Response: resp, Err: err, Number: n, Processed: info.processed})
+	if d.Retry && err == nil && !o.e.signals.Off && strings.EqualFold(resp.Header.Get(o.e.shouldRetryHeader), "false") {
+		// A layer below retried already, or the server is overloaded:
+		// retrying here would multiply its load.
+		return policy.Stop(policy.StopPushback)
+	}
 	if d.Retry && err != nil && policy.KindOf(err).ProtocolNack() {
 		// The transport resends refused and GOAWAY'd streams itself and
 		// returns them only once it gives up or the stream may have been

@@ -41,8 +41,8 @@ type attemptInfo struct {
 	processed   policy.Processed
 	transparent int
 	resend      int
-	status      int    // the result's HTTP status, 0 if it has none
-	hint        string // the result's Retry-After, "" if none
+	status      int         // the result's HTTP status, 0 if it has none
+	header      http.Header // the result's header, for its hints; nil if none
 }
 
 // deadlines are the contexts that bound a result the caller still reads.
@@ -299,10 +299,10 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 	if done { // a go-retry backoff of the user's that has no more waits
 		return policy.StopAttemptsExhausted, 0, false
 	}
-	ra := e.p.RetryAfter
-	if h := info.hint; err == nil && !ra.Ignore && h != "" {
-		hw, ok := ra.Parse(h, e.now())
+	if ra := e.p.RetryAfter; err == nil {
+		hw, found, ok := ra.Hint(info.header, e.now())
 		switch {
+		case !found:
 		case !ok && ra.StopOnUnsupported:
 			return policy.StopUnsupportedRetryAfter, 0, false
 		case !ok:

@@ -20,6 +20,7 @@ const (
 	StopNotIdempotent         StopReason = "not-idempotent"          // retryable, but the request may have had effects
 	StopOutOfScope            StopReason = "out-of-scope"            // the request is outside the policy's scope
 	StopBodyFailed            StopReason = "body-failed"             // the final response's body failed while the caller read it, with no deadline to blame
+	StopPushback              StopReason = "pushback"                // the server said not to retry (a layer below already did)
 )
 
 // Processed says whether the server may already have acted on an attempt.

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"time"
 )
 
@@ -79,6 +80,29 @@ type RetryAfter struct {
 	StopOnUnsupported bool
 	// Max is the longest hint that is honoured. 0: only the deadline limits it.
 	Max time.Duration
+}
+
+// Hint is the wait a response's header asks for: its Retry-After, and,
+// when its rate-limit fields say nothing remains (RateLimit with r=0,
+// RateLimit-Remaining or X-RateLimit-Remaining: 0), the time until the
+// limit resets; the longer of the two. found is false when the header
+// asks for nothing; ok is false when it has a Retry-After these rules do
+// not support (and no rate-limit reset). With Ignore it finds nothing.
+func (r RetryAfter) Hint(h http.Header, now time.Time) (wait time.Duration, found, ok bool) {
+	if r.Ignore || h == nil {
+		return 0, false, true
+	}
+	limit, limited := rateLimitWait(h, now)
+	if v := h["Retry-After"]; len(v) > 0 {
+		hw, hok := r.Parse(v[0], now)
+		switch {
+		case hok:
+			return max(hw, limit), true, true
+		case !limited:
+			return 0, true, false
+		}
+	}
+	return limit, limited, true
 }
 
 // Parse parses a Retry-After value under these rules; ok is false for a

@@ -5,8 +5,9 @@ import "time"
 // Default returns retrystack's own safe policy: 3 attempts; only idempotent
 // or keyed requests are retried, and others only when the attempt was never
 // sent; statuses 408, 425, 429, 500, 502, 503, 504 and transient transport
-// errors; full-jitter backoff from 100 ms capped at 8 s; Retry-After honoured
-// (never shortened, at most a minute); a TPS budget of 20 % extra load (ttl
+// errors, and a 403 or 429 that says its rate limit is spent; full-jitter
+// backoff from 100 ms capped at 8 s; Retry-After and a spent rate limit's
+// reset honoured (never shortened, at most a minute); a TPS budget of 20 % extra load (ttl
 // 10 s, reserve 10 retries a second), new with each call.
 func Default() Policy {
 	return Policy{
@@ -17,6 +18,7 @@ func Default() Policy {
 			Errors:             ErrorKind.Transient,
 			Safe:               Idempotent,
 			ResendUnsentUnsafe: true,
+			RateLimits:         true,
 		}.Classify,
 		Backoff:    Backoff{Base: 100 * time.Millisecond, Cap: 8 * time.Second},
 		RetryAfter: RetryAfter{Max: time.Minute},

@@ -19,6 +19,12 @@ type Rules struct {
 	// ResendUnsentUnsafe lets a request Safe refuses be retried when the
 	// attempt was not sent, so it cannot have had an effect.
 	ResendUnsentUnsafe bool
+	// RateLimits retries a 403 or 429 whose rate-limit fields say nothing
+	// remains (X-RateLimit-Remaining: 0, as GitHub's primary rate limit
+	// answers; RateLimit-Remaining: 0; a RateLimit item with r=0), with
+	// the cause "rate-limited": the wait is then the limit's reset, taken
+	// as a Retry-After hint (RetryAfter.Hint).
+	RateLimits bool
 }
 
 // Classify decides on one attempt. It does not allocate.
@@ -29,6 +35,10 @@ func (r Rules) Classify(a Attempt) Decision {
 		return Stop(StopSuccess) // an operation other than HTTP succeeded
 	case a.Err == nil:
 		code := a.Response.StatusCode
+		if r.RateLimits && (code == http.StatusForbidden || code == http.StatusTooManyRequests) && rateLimitSpent(a.Response.Header) {
+			cause = "rate-limited"
+			break
+		}
 		if !r.Statuses.Has(code) {
 			if code < 400 {
 				return Stop(StopSuccess)

@@ -1,0 +1,181 @@
+package crosslayer
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrystack/retrystack/internal/inbound"
+)
+
+// The protocol's default header names.
+const (
+	AttemptHeader     = "Retrystack-Attempt"
+	TimeoutHeader     = "Retrystack-Timeout-Ms"
+	ShouldRetryHeader = "Retrystack-Should-Retry"
+)
+
+// Signals names the protocol's headers; the zero value uses the default
+// names and speaks the protocol. Client and services must agree on the
+// names.
+type Signals struct {
+	Attempt     string // "" means AttemptHeader
+	Timeout     string // "" means TimeoutHeader
+	ShouldRetry string // "" means ShouldRetryHeader
+	// Off stops a retry layer from sending the request headers and from
+	// obeying a "do not retry"; Handler then does nothing.
+	Off bool
+}
+
+// Names returns the three header names in use.
+func (s Signals) Names() (attempt, timeout, shouldRetry string) {
+	attempt, timeout, shouldRetry = AttemptHeader, TimeoutHeader, ShouldRetryHeader
+	if s.Attempt != "" {
+		attempt = http.CanonicalHeaderKey(s.Attempt)
+	}
+	if s.Timeout != "" {
+		timeout = http.CanonicalHeaderKey(s.Timeout)
+	}
+	if s.ShouldRetry != "" {
+		shouldRetry = http.CanonicalHeaderKey(s.ShouldRetry)
+	}
+	return attempt, timeout, shouldRetry
+}
+
+// DefaultMaxTimeout is the longest deadline Handler takes from a request
+// when Config.MaxTimeout is 0.
+const DefaultMaxTimeout = time.Minute
+
+// Config configures Handler.
+type Config struct {
+	// MaxTimeout caps the deadline a request's Timeout header may set: a
+	// caller cannot make the service work longer than this. 0 means
+	// DefaultMaxTimeout.
+	MaxTimeout time.Duration
+	Signals    Signals
+}
+
+// Handler serves next with the protocol's service half. It reads the
+// request's Timeout header into the request context's deadline (capped by
+// MaxTimeout; a context never gets a later deadline than it had) and its
+// Attempt header into the context, where the retry layers of the clients
+// next calls with that context find them. When one of those retry layers
+// gives up after retrying, or is told not to retry, the response — if its
+// status is 5xx or 429 — gets ShouldRetry: false.
+//
+// A header that does not parse, or is negative, is ignored; a huge one is
+// capped. The ResponseWriter passed to next implements http.Flusher and
+// Unwrap, so http.ResponseController reaches the original.
+func Handler(next http.Handler, cfg Config) http.Handler {
+	if cfg.Signals.Off {
+		return next
+	}
+	maxTimeout := cfg.MaxTimeout
+	if maxTimeout <= 0 {
+		maxTimeout = DefaultMaxTimeout
+	}
+	attemptName, timeoutName, shouldRetryName := cfg.Signals.Names()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := &inbound.State{Attempt: 1}
+		st.Attempt, st.Max = parseAttempt(r.Header.Get(attemptName))
+		ctx := r.Context()
+		if d, ok := parseTimeout(r.Header.Get(timeoutName), maxTimeout); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+		pw := &pushbackWriter{ResponseWriter: w, st: st, name: shouldRetryName}
+		next.ServeHTTP(pw, r.WithContext(inbound.With(ctx, st)))
+	})
+}
+
+// Position is where an inbound request sits in its caller's retries.
+type Position struct {
+	Attempt int // 1 for a first attempt, or when the caller did not say
+	Max     int // the caller's most attempts; 0 when it did not say
+}
+
+// PositionOf returns the position Handler found for the request ctx
+// belongs to; ok is false outside Handler.
+func PositionOf(ctx context.Context) (p Position, ok bool) {
+	st := inbound.From(ctx)
+	if st == nil {
+		return Position{}, false
+	}
+	return Position{Attempt: st.Attempt, Max: st.Max}, true
+}
+
+// maxAttempt bounds what an Attempt header may claim.
+const maxAttempt = 10_000
+
+// parseAttempt reads "N" or "N; max=M"; anything else is attempt 1.
+func parseAttempt(v string) (attempt, most int) {
+	if v == "" {
+		return 1, 0
+	}
+	first, rest, _ := strings.Cut(v, ";")
+	n, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || n < 1 || n > maxAttempt {
+		return 1, 0
+	}
+	if k, val, ok := strings.Cut(strings.TrimSpace(rest), "="); ok && strings.TrimSpace(k) == "max" {
+		if m, err := strconv.Atoi(strings.TrimSpace(val)); err == nil && m >= n && m <= maxAttempt {
+			most = m
+		}
+	}
+	return n, most
+}
+
+// parseTimeout reads whole milliseconds, capped at limit.
+func parseTimeout(v string, limit time.Duration) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || ms < 0 {
+		return 0, false
+	}
+	if ms > int64(limit/time.Millisecond) {
+		return limit, true
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
+
+// pushbackWriter adds ShouldRetry: false to an overload response once a
+// retry layer serving the request pushed back.
+type pushbackWriter struct {
+	http.ResponseWriter
+	st    *inbound.State
+	name  string
+	wrote bool
+}
+
+func (w *pushbackWriter) WriteHeader(code int) {
+	if !w.wrote && code >= 200 { // 1xx are interim
+		w.wrote = true
+		if w.st.PushedBack() && (code >= 500 || code == http.StatusTooManyRequests) {
+			w.Header().Set(w.name, "false")
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *pushbackWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush flushes the original writer if it can.
+func (w *pushbackWriter) Flush() {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap returns the original writer, for http.ResponseController.
+func (w *pushbackWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,25 @@
+// Package crosslayer makes retries happen at one layer of a chain of
+// services instead of at every layer.
+//
+// Without it, a client that retries 3 times, calling a gateway that
+// retries 3 times, calling a service that retries 3 times, turns one
+// request into 27 at the bottom. The protocol has three headers; the retry
+// layer (package engine) speaks the client half, [Handler] the service
+// half:
+//
+//   - Retrystack-Attempt: "2; max=3" on each retry (the first attempt
+//     carries none, as with gRPC's grpc-previous-rpc-attempts): where the
+//     request sits in its caller's retries.
+//   - Retrystack-Timeout-Ms: the milliseconds left before the caller's
+//     deadline, when it has one. Handler makes it the inbound request's
+//     deadline, capped by a maximum and never extended.
+//   - Retrystack-Should-Retry: "false" on a response: do not retry it. A
+//     service whose retry layer gave up after retrying (attempts or budget
+//     exhausted, a wait past the deadline) or was itself told not to retry
+//     sends it with its 5xx or 429, Retry-After kept; a retry layer that
+//     receives it stops with the reason "pushback". So only the layer just
+//     above the failure retries.
+//
+// The names can be changed with [Signals]; docs/cross-layer.md describes
+// the protocol, its limits, and what peers that do not speak it see.
+package crosslayer
