@@ -1,0 +1,174 @@
+package crosslayer_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/retrystack/retrystack/crosslayer"
+	"github.com/retrystack/retrystack/internal/inbound"
+)
+
+// What Handler makes of the request headers: bad, missing, negative and
+// huge values are ignored or capped, and a deadline is never extended.
+func TestHandlerReadsHeaders(t *testing.T) {
+	tests := []struct {
+		name         string
+		attempt      string
+		timeout      string
+		parent       time.Duration // the inbound context's own deadline; 0: none
+		wantPos      crosslayer.Position
+		wantDeadline time.Duration // from the request's arrival; -1: none
+	}{
+		{"nothing", "", "", 0, crosslayer.Position{Attempt: 1}, -1},
+		{"a retry", "2; max=3", "", 0, crosslayer.Position{Attempt: 2, Max: 3}, -1},
+		{"attempt without max", "3", "", 0, crosslayer.Position{Attempt: 3}, -1},
+		{"max below attempt is dropped", "3; max=2", "", 0, crosslayer.Position{Attempt: 3}, -1},
+		{"garbage attempt", "two", "", 0, crosslayer.Position{Attempt: 1}, -1},
+		{"negative attempt", "-4", "", 0, crosslayer.Position{Attempt: 1}, -1},
+		{"huge attempt", "99999999999", "", 0, crosslayer.Position{Attempt: 1}, -1},
+		{"time left", "", "1500", 0, crosslayer.Position{Attempt: 1}, 1500 * time.Millisecond},
+		{"no time left", "", "0", 0, crosslayer.Position{Attempt: 1}, 0},
+		{"negative time", "", "-5", 0, crosslayer.Position{Attempt: 1}, -1},
+		{"garbage time", "", "1.5s", 0, crosslayer.Position{Attempt: 1}, -1},
+		{"huge time is capped", "", "999999999999999", 0, crosslayer.Position{Attempt: 1}, time.Minute},
+		{"never extends", "", "60000", time.Second, crosslayer.Position{Attempt: 1}, time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var pos crosslayer.Position
+			var ok bool
+			var deadline time.Time
+			var hasDeadline bool
+			h := crosslayer.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				pos, ok = crosslayer.PositionOf(r.Context())
+				deadline, hasDeadline = r.Context().Deadline()
+			}), crosslayer.Config{})
+			before := time.Now()
+			req := httptest.NewRequest("GET", "/", nil)
+			if tt.attempt != "" {
+				req.Header.Set(crosslayer.AttemptHeader, tt.attempt)
+			}
+			if tt.timeout != "" {
+				req.Header.Set(crosslayer.TimeoutHeader, tt.timeout)
+			}
+			if tt.parent > 0 {
+				ctx, cancel := context.WithTimeout(req.Context(), tt.parent)
+				defer cancel()
+				req = req.WithContext(ctx)
+			}
+			h.ServeHTTP(httptest.NewRecorder(), req)
+			after := time.Now()
+			if !ok || pos != tt.wantPos {
+				t.Errorf("position %+v (%v), want %+v", pos, ok, tt.wantPos)
+			}
+			if hasDeadline != (tt.wantDeadline >= 0) {
+				t.Fatalf("deadline set %v, want %v", hasDeadline, tt.wantDeadline >= 0)
+			}
+			// The deadline is the wanted time after the request arrived,
+			// which was between before and after.
+			if hasDeadline && (deadline.Before(before.Add(tt.wantDeadline)) || deadline.After(after.Add(tt.wantDeadline))) {
+				t.Errorf("deadline %v after the request, want %v", deadline.Sub(before), tt.wantDeadline)
+			}
+		})
+	}
+}
+
+// The MaxTimeout of the service caps what a caller asks.
+func TestHandlerMaxTimeout(t *testing.T) {
+	var left time.Duration
+	h := crosslayer.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dl, _ := r.Context().Deadline()
+		left = time.Until(dl)
+	}), crosslayer.Config{MaxTimeout: 2 * time.Second})
+	req := httptest.NewRequest("GET", "/", nil)
+	req.Header.Set(crosslayer.TimeoutHeader, "30000")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if left > 2*time.Second || left <= 0 {
+		t.Errorf("deadline %v away, want at most 2s", left)
+	}
+}
+
+// The answer says "do not retry" only when a retry layer serving the
+// request pushed back, and only on an overload status.
+func TestHandlerPushback(t *testing.T) {
+	tests := []struct {
+		name   string
+		push   bool
+		status int
+		write  bool // write the body without WriteHeader
+		want   string
+	}{
+		{"503 after pushback", true, 503, false, "false"},
+		{"429 after pushback", true, 429, false, "false"},
+		{"503 without pushback", false, 503, false, ""},
+		{"404 after pushback", true, 404, false, ""},
+		{"implicit 200 after pushback", true, 200, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := crosslayer.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tt.push {
+					inbound.From(r.Context()).PushBack() // what a retry layer that gave up does
+				}
+				if tt.write {
+					w.Write([]byte("ok"))
+					return
+				}
+				w.WriteHeader(tt.status)
+			}), crosslayer.Config{})
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+			if got := rec.Header().Get(crosslayer.ShouldRetryHeader); got != tt.want || rec.Code != tt.status {
+				t.Errorf("status %d, %s %q; want %d, %q", rec.Code, crosslayer.ShouldRetryHeader, got, tt.status, tt.want)
+			}
+		})
+	}
+}
+
+// Streaming handlers keep working: Flush reaches the server's writer and
+// http.ResponseController finds it through Unwrap.
+func TestHandlerKeepsTheWriter(t *testing.T) {
+	h := crosslayer.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := w.(http.Flusher); !ok {
+			t.Error("the writer is not an http.Flusher")
+		}
+		if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+			t.Errorf("ResponseController: %v", err)
+		}
+		w.Write([]byte("chunk"))
+		w.(http.Flusher).Flush()
+	}), crosslayer.Config{})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("status %d", resp.StatusCode)
+	}
+}
+
+// Off and custom names.
+func TestSignals(t *testing.T) {
+	a, tm, sr := crosslayer.Signals{Attempt: "x-attempt", ShouldRetry: "x-should-retry"}.Names()
+	if a != "X-Attempt" || tm != crosslayer.TimeoutHeader || sr != "X-Should-Retry" {
+		t.Errorf("names %q %q %q", a, tm, sr)
+	}
+	var seen bool
+	h := crosslayer.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, seen = crosslayer.PositionOf(r.Context())
+		_, hasDeadline := r.Context().Deadline()
+		seen = seen || hasDeadline
+	}), crosslayer.Config{Signals: crosslayer.Signals{Off: true}})
+	req := httptest.NewRequest("GET", "/", nil)
+	req.Header.Set(crosslayer.TimeoutHeader, "10")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if seen {
+		t.Error("Off still read the headers")
+	}
+}

@@ -1,0 +1,216 @@
+package engine
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/retrystack/retrystack/crosslayer"
+	"github.com/retrystack/retrystack/internal/inbound"
+	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
+)
+
+// recorder is a server that answers with the statuses of its script (the
+// last one repeated) and records the cross-layer headers it received.
+type recorder struct {
+	mu       sync.Mutex
+	script   []int
+	header   http.Header // added to every answer
+	attempts []string
+	timeouts []string
+}
+
+func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec.mu.Lock()
+	rec.attempts = append(rec.attempts, r.Header.Get(crosslayer.AttemptHeader))
+	rec.timeouts = append(rec.timeouts, r.Header.Get(crosslayer.TimeoutHeader))
+	code := rec.script[min(len(rec.attempts), len(rec.script))-1]
+	rec.mu.Unlock()
+	for k, v := range rec.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(code)
+}
+
+func crossClient(t *testing.T, cfg Config, h http.Handler) (*http.Client, string) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+	s, err := middleware.NewStack(e.Layer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	c := &http.Client{Transport: s.Then(tr)}
+	t.Cleanup(func() { tr.CloseIdleConnections(); srv.Close() })
+	return c, srv.URL
+}
+
+// Each retry says which attempt it is; under a deadline each attempt says
+// how long is left; the first attempt without a deadline carries nothing.
+func TestOutboundHeaders(t *testing.T) {
+	rec := &recorder{script: []int{503, 503, 200}}
+	c, url := crossClient(t, Config{Policy: policy.Default()}, rec)
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if diff := cmp.Diff([]string{"", "2; max=3", "3; max=3"}, rec.attempts); diff != "" {
+		t.Errorf("attempt headers (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"", "", ""}, rec.timeouts); diff != "" {
+		t.Errorf("timeout headers without a deadline (-want +got):\n%s", diff)
+	}
+
+	rec = &recorder{script: []int{200}}
+	c, url = crossClient(t, Config{Policy: policy.Default()}, rec)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req.Header.Set("X-Caller", "kept")
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	ms, err := strconv.Atoi(rec.timeouts[0])
+	if err != nil || ms <= 0 || ms > 5000 {
+		t.Errorf("timeout header %q, want 1..5000 ms", rec.timeouts[0])
+	}
+	if req.Header.Get(crosslayer.TimeoutHeader) != "" || len(req.Header) != 1 {
+		t.Errorf("the caller's request changed: %v", req.Header)
+	}
+
+	rec = &recorder{script: []int{503, 200}}
+	c, url = crossClient(t, Config{Policy: policy.Default(), Signals: crosslayer.Signals{Off: true}}, rec)
+	req, _ = http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if diff := cmp.Diff([]string{"", ""}, rec.attempts); diff != "" || rec.timeouts[0] != "" {
+		t.Errorf("with Off: attempts %q, timeouts %q", rec.attempts, rec.timeouts)
+	}
+}
+
+// A response that says not to retry stops the operation, whatever the
+// classifier says, with the reason pushback and the response unchanged.
+func TestPushbackStops(t *testing.T) {
+	rec := &recorder{script: []int{503}, header: http.Header{crosslayer.ShouldRetryHeader: {"false"}, "Retry-After": {"7"}}}
+	c, url := crossClient(t, Config{Policy: policy.Default()}, rec)
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	rep := ReportOf(resp)
+	if len(rec.attempts) != 1 || rep.Stop != policy.StopPushback || resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "7" {
+		t.Errorf("%d requests, stop %s, status %d, Retry-After %q; want 1, pushback, 503, 7", len(rec.attempts), rep.Stop, resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+
+	// A layer that does not speak the protocol retries as before.
+	rec = &recorder{script: []int{503}, header: http.Header{crosslayer.ShouldRetryHeader: {"false"}}}
+	c, url = crossClient(t, Config{Policy: policy.Default(), Signals: crosslayer.Signals{Off: true}}, rec)
+	resp, err = c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(rec.attempts) != 3 {
+		t.Errorf("with Off: %d requests, want 3", len(rec.attempts))
+	}
+}
+
+// A retry layer serving an inbound request tells it to push back when it
+// gave up after retrying, never when it succeeded or did not retry.
+func TestInboundPushback(t *testing.T) {
+	tests := []struct {
+		name   string
+		script []int
+		want   bool
+	}{
+		{"attempts exhausted", []int{503}, true},
+		{"success after retries", []int{503, 200}, false},
+		{"not retryable", []int{404}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, url := crossClient(t, Config{Policy: policy.Default()}, &recorder{script: tt.script})
+			st := &inbound.State{Attempt: 1}
+			req, _ := http.NewRequestWithContext(inbound.With(context.Background(), st), "GET", url, nil)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if st.PushedBack() != tt.want {
+				t.Errorf("pushed back %v, want %v", st.PushedBack(), tt.want)
+			}
+		})
+	}
+}
+
+// Each request runs under the policy of its route; WithRoute overrides the
+// rules; the others run under Policy.
+func TestRoutes(t *testing.T) {
+	never := policy.Never()
+	never.Name = "payments"
+	search := policy.Default()
+	search.Name = "search"
+	rec := &recorder{script: []int{503}}
+	c, url := crossClient(t, Config{Policy: policy.Default(), Routes: []Route{
+		{Name: "payments", PathPrefix: "/payments/", Policy: never},
+		{Name: "search", PathPrefix: "/search/", Method: "GET", Policy: search},
+	}}, rec)
+	tests := []struct {
+		path, route string
+		wantPolicy  string
+		wantSends   int
+	}{
+		{"/payments/charge", "", "payments", 1},
+		{"/search/q", "", "search", 3},
+		{"/other", "", "default", 3},
+		{"/search/q", "payments", "payments", 1},
+		{"/other", "no-such-route", "default", 3},
+	}
+	for _, tt := range tests {
+		before := len(rec.attempts)
+		ctx := context.Background()
+		if tt.route != "" {
+			ctx = WithRoute(ctx, tt.route)
+		}
+		req, _ := http.NewRequestWithContext(ctx, "GET", url+tt.path, nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		rep := ReportOf(resp)
+		if got := len(rec.attempts) - before; rep.Policy != tt.wantPolicy || got != tt.wantSends {
+			t.Errorf("%s (route %q): policy %s, %d sends; want %s, %d", tt.path, tt.route, rep.Policy, got, tt.wantPolicy, tt.wantSends)
+		}
+	}
+}
+
+func TestRoutesAreValidated(t *testing.T) {
+	_, err := New(Config{Policy: policy.Default(), Routes: []Route{{Name: "a", Policy: policy.Policy{}}}})
+	if ce, ok := err.(*policy.ConfigError); !ok || ce.Field != "Routes[0].Policy.MaxAttempts" {
+		t.Errorf("zero route policy: %v", err)
+	}
+	_, err = New(Config{Policy: policy.Default(), Routes: []Route{{Name: "a", Policy: policy.Default()}, {Name: "a", Policy: policy.Default()}}})
+	if ce, ok := err.(*policy.ConfigError); !ok || ce.Field != "Routes[1].Name" {
+		t.Errorf("duplicate route name: %v", err)
+	}
+}
