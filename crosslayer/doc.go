@@ -11,8 +11,10 @@
 //     carries none, as with gRPC's grpc-previous-rpc-attempts): where the
 //     request sits in its caller's retries.
 //   - Retrystack-Timeout-Ms: the milliseconds left before the caller's
-//     deadline, when it has one. Handler makes it the inbound request's
-//     deadline, capped by a maximum and never extended.
+//     deadline, when it has one, rounded up (so the caller's deadline ends
+//     first and it sees its own error). Handler makes it the inbound
+//     request's deadline, capped by a maximum and never later than the
+//     one the request already had.
 //   - Retrystack-Should-Retry: "false" on a response: do not retry it. A
 //     service whose retry layer gave up after retrying (attempts or budget
 //     exhausted, a wait past the deadline) or was itself told not to retry

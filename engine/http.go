@@ -184,7 +184,10 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 			attemptHdr = strconv.Itoa(n) + "; max=" + strconv.Itoa(o.e.p.MaxAttempts)
 		}
 		if dl, ok := ctx.Deadline(); ok {
-			timeoutHdr = strconv.FormatInt(max(time.Until(dl).Milliseconds(), 0), 10)
+			// Rounded up: the service's deadline never ends before its
+			// caller's, so the caller sees its own deadline, not the
+			// service's answer to a deadline a moment earlier.
+			timeoutHdr = strconv.FormatInt(max((time.Until(dl)+time.Millisecond-1).Milliseconds(), 0), 10)
 		}
 	}
 	headers := attemptHdr != "" || timeoutHdr != ""

@@ -18,6 +18,7 @@
 // keys never see each other's requests.
 //
 //	/s/{code}              always answers code
+//	/{endpoint}/s{code}    the same, one route per endpoint (e.g. /payments/s503)
 //	/fail/{K}/{code}       answers code K times, then 200 (then=C: C, with Location to=URL)
 //	/abort                 a POST is processed (counted); then the connection closes without a response
 //	                       (reset=1: with a TCP RST)
@@ -44,6 +45,9 @@
 // size=N for an N-byte body, retry-after=V for a literal Retry-After header
 // (seconds, fractions, garbage: anything), and retry-after-in=D for an
 // HTTP-date D from now (negative: in the past), written in the form
-// retry-after-form=imf (default), rfc850 or asctime. On /fail they apply to
+// retry-after-form=imf (default), rfc850 or asctime; header=Name:Value
+// (repeatable) for any other header, such as a RateLimit field; and
+// ratelimit-reset-in=D for GitHub's primary rate limit: X-RateLimit-Remaining:
+// 0 with X-RateLimit-Reset the Unix time D from now. On /fail they apply to
 // the failing answers only.
 package faultserver

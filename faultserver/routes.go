@@ -32,6 +32,8 @@ func match(path string) (route, []string) {
 	switch {
 	case len(p) == 2 && p[0] == "s":
 		return route{"/s", (*request).status}, p[1:]
+	case len(p) == 2 && len(p[1]) == 4 && p[1][0] == 's': // /{endpoint}/s{code}
+		return route{"/" + p[0] + "/s", (*request).status}, []string{p[1][1:]}
 	case len(p) == 3 && p[0] == "fail":
 		return route{"/fail", (*request).fail}, p[1:]
 	case len(p) == 3 && p[0] == "redirect":
@@ -308,7 +310,8 @@ func (r *request) reply(code int, hints bool) error {
 
 // answer is what the query asks a status route to send.
 type answer struct {
-	retryAfter string // "" for none
+	retryAfter string      // "" for none
+	hints      http.Header // header=Name:Value and ratelimit-reset-in
 	body       string
 }
 
@@ -329,6 +332,27 @@ func (r *request) params(code int) (answer, error) {
 			return answer{}, err
 		}
 	}
+	for _, hv := range q["header"] {
+		name, value, ok := strings.Cut(hv, ":")
+		if !ok || strings.TrimSpace(name) == "" {
+			return answer{}, fmt.Errorf("header=%q: want Name:Value", hv)
+		}
+		if a.hints == nil {
+			a.hints = http.Header{}
+		}
+		a.hints.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+	}
+	if q.Has("ratelimit-reset-in") {
+		d, err := durationParam(r.Request, "ratelimit-reset-in")
+		if err != nil {
+			return answer{}, err
+		}
+		if a.hints == nil {
+			a.hints = http.Header{}
+		}
+		a.hints.Set("X-RateLimit-Remaining", "0")
+		a.hints.Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(d).Unix(), 10))
+	}
 	if q.Has("size") {
 		n, err := intParam(r.Request, "size", 0)
 		if err != nil {
@@ -343,6 +367,11 @@ func (r *request) send(code int, a answer, hints bool) error {
 	h := r.w.Header()
 	if hints && a.retryAfter != "" {
 		h.Set("Retry-After", a.retryAfter)
+	}
+	if hints {
+		for k, v := range a.hints {
+			h[k] = v
+		}
 	}
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("Content-Length", strconv.Itoa(len(a.body)))

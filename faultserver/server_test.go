@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -100,6 +102,26 @@ func TestStatusRoutes(t *testing.T) {
 		if diff := cmp.Diff(tt.want, get(t, c, s.URL()+tt.path)); diff != "" {
 			t.Errorf("GET %s (-want +got):\n%s", tt.path, diff)
 		}
+	}
+}
+
+func TestHintHeadersAndEndpoints(t *testing.T) {
+	s, c := start(t)
+	resp, err := c.Get(s.URL() + "/payments/s503?header=" + url.QueryEscape(`RateLimit:"default";r=0;t=1`) + "&ratelimit-reset-in=60s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	reset, _ := strconv.ParseInt(resp.Header.Get("X-Ratelimit-Reset"), 10, 64)
+	if resp.StatusCode != 503 || resp.Header.Get("Ratelimit") != `"default";r=0;t=1` || resp.Header.Get("X-Ratelimit-Remaining") != "0" ||
+		time.Until(time.Unix(reset, 0)) < 58*time.Second || time.Until(time.Unix(reset, 0)) > 61*time.Second {
+		t.Errorf("status %d, header %v", resp.StatusCode, resp.Header)
+	}
+	if a := get(t, c, s.URL()+"/s/503?header=nocolon"); a.Status != 400 {
+		t.Errorf("bad header parameter: status %d, want 400", a.Status)
+	}
+	if a := get(t, c, s.URL()+"/search/s200"); a.Status != 200 {
+		t.Errorf("/search/s200: status %d", a.Status)
 	}
 }
 

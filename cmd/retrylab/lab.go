@@ -252,6 +252,13 @@ func runOne(ctx context.Context, srv *faultserver.Server, tel *telemetry.Telemet
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	defer t.client.CloseIdleConnections()
+	t.newClient = func() (*http.Client, error) {
+		s, err := buildStack(names, sc, presetName, t)
+		if err != nil {
+			return nil, err
+		}
+		return &http.Client{Transport: s.Then(&http.Transport{}), CheckRedirect: t.client.CheckRedirect}, nil
+	}
 
 	sc.run(t)
 
@@ -306,7 +313,13 @@ type trial struct {
 	subject       int  // index of the operation whose result the row reports
 	recordElapsed bool // report the subject's elapsed_ms
 	extra         map[string]string
+	// newClient builds another client like the caller's (the row's preset
+	// and stack), for the services of a chain row.
+	newClient func() (*http.Client, error)
 }
+
+// fail records that the row could not run as set up.
+func (t *trial) fail(err error) { t.extra["cannot_run"] = err.Error() }
 
 // op is one logical operation of a trial.
 type op struct {
@@ -351,7 +364,16 @@ func (t *trial) do(method, path string, rd io.Reader, header ...string) (status 
 // A path ending in "?key=..." or "&key=..." keeps its own key: a sub-key
 // "<trial key>/..." is counted with the trial.
 func (t *trial) request(ctx context.Context, method, path string, rd io.Reader, header ...string) (status int, respBody string, rep *engine.Report, err error) {
-	req, err := http.NewRequestWithContext(ctx, method, t.url(path), rd)
+	return t.requestTo(ctx, method, t.url(path), rd, header...)
+}
+
+// requestURL sends a GET to rawURL, a server of the row's own.
+func (t *trial) requestURL(ctx context.Context, rawURL string) (status int, respBody string, rep *engine.Report, err error) {
+	return t.requestTo(ctx, http.MethodGet, rawURL, nil)
+}
+
+func (t *trial) requestTo(ctx context.Context, method, rawURL string, rd io.Reader, header ...string) (status int, respBody string, rep *engine.Report, err error) {
+	req, err := http.NewRequestWithContext(ctx, method, rawURL, rd)
 	if err != nil {
 		return 0, "", nil, err
 	}
@@ -417,6 +439,11 @@ func compare(want expect, got figures) []string {
 			have = got.Extra["elapsed_ms"]
 			n, err1 := strconv.Atoi(have)
 			limit, err2 := strconv.Atoi(v)
+			ok = err1 == nil && err2 == nil && n < limit
+		case "elapsed_ms_under", "bottom_per_op_under": // the figure must stay under the limit
+			have = got.Extra[strings.TrimSuffix(k, "_under")]
+			n, err1 := strconv.ParseFloat(have, 64)
+			limit, err2 := strconv.ParseFloat(v, 64)
 			ok = err1 == nil && err2 == nil && n < limit
 		case "pitfalls": // the row's pitfalls must all be reported
 			have = got.Extra[k]
