@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retrystack/retrystack/crosslayer"
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/wire"
@@ -43,6 +44,11 @@ const (
 	AttrPitfall    = attribute.Key("retrystack.pitfall.name")    // the pitfall's name
 	AttrCookies    = attribute.Key("retrystack.pitfall.cookies") // cookie-lost: names, never values
 	AttrLayer      = attribute.Key("retrystack.layer")           // which nested retry level: "http" or "stream"
+	// The cross-layer protocol (package crosslayer): the time left the
+	// attempt told the server, in ms; the attempt of the caller's that the
+	// operation serves, when a crosslayer.Handler said it is a retry.
+	AttrTimeLeft      = attribute.Key("retrystack.deadline.time_left_ms")
+	AttrCallerAttempt = attribute.Key("retrystack.caller.attempt")
 )
 
 // Event names.
@@ -218,19 +224,20 @@ type operationLayer struct {
 // opSpan is one logical operation's span and measurements, in one
 // allocation with its context and the body that ends it.
 type opSpan struct {
-	t      *Telemetry
-	ctx    opContext
-	span   trace.Span
-	start  time.Time
-	method method
-	op     *operation.Operation // the stack's; nil outside a Stack
-	url    *url.URL             // the request's, and
-	full   string               // its url.full, which the first attempt shares
-	rep    *engine.Report       // the retry layer's, if any
-	status int                  // the final response's; 0 without one
-	timed  bool                 // the metrics record: start is set
-	body   endingBody
-	end0   [7]attribute.KeyValue
+	t             *Telemetry
+	ctx           opContext
+	span          trace.Span
+	start         time.Time
+	method        method
+	op            *operation.Operation // the stack's; nil outside a Stack
+	url           *url.URL             // the request's, and
+	full          string               // its url.full, which the first attempt shares
+	rep           *engine.Report       // the retry layer's, if any
+	status        int                  // the final response's; 0 without one
+	timed         bool                 // the metrics record: start is set
+	callerAttempt int                  // the caller's attempt this operation serves (crosslayer.PositionOf); 0 if unknown
+	body          endingBody
+	end0          [7]attribute.KeyValue
 }
 
 // opContext is the operation span's context, carrying the opSpan for the
@@ -258,6 +265,9 @@ func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	s.full = RedactURL(req.URL)
 	parent := req.Context()
 	s.op = operation.From(parent)
+	if p, ok := crosslayer.PositionOf(parent); ok {
+		s.callerAttempt = p.Attempt
+	}
 	s.ctx.s = s
 	s.ctx.Context, s.span = o.t.tracer.Start(parent, s.method.operationName(), internalKind...)
 	resp, err := wire.RoundTrip(o.next, req.WithContext(&s.ctx))
@@ -296,6 +306,9 @@ func (s *opSpan) finish(err error, roundTrip bool) {
 		attrs = append(attrs, semconv.URLFull(s.full), AttrStopReason.String(string(stop)))
 		if s.op != nil {
 			attrs = append(attrs, AttrAttempts.Int(s.op.Sends()))
+		}
+		if s.callerAttempt > 1 {
+			attrs = append(attrs, AttrCallerAttempt.Int(s.callerAttempt))
 		}
 		if s.status > 0 {
 			attrs = append(attrs, semconv.HTTPResponseStatusCode(s.status))
@@ -480,6 +493,11 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if host, port, ok := splitAddr(peer); ok {
 			attrs = append(attrs, semconv.NetworkPeerAddress(host), semconv.NetworkPeerPort(port))
+		}
+		if v := r.Header[crosslayer.TimeoutHeader]; len(v) > 0 {
+			if ms, err := strconv.ParseInt(v[0], 10, 64); err == nil {
+				span.SetAttributes(AttrTimeLeft.Int64(ms))
+			}
 		}
 	}
 	own := len(attrs)
