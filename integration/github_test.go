@@ -121,7 +121,7 @@ func TestGitHubOverNewTransport(t *testing.T) {
 
 	want := []string{"/repos/o/r", "/repos/o/r", // the 502, then the retry
 		"/orgs/o/repos?per_page=1", "/orgs/o/repos?page=2&per_page=1", "/orgs/o/repos?page=3&per_page=1",
-		"/repos/o/limited",               // once: a 403 is not retried
+		"/repos/o/limited",               // once: its rate limit resets in an hour, past RetryAfter.Max (wait-exceeds-budget)
 		"/repos/o/r/actions/runs/7/logs"} // the 302 is go-github's, never followed
 	if diff := cmp.Diff(want, seen.get()); diff != "" {
 		t.Errorf("what the server saw (-want +got):\n%s", diff)
