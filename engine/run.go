@@ -188,8 +188,8 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, error, policy.Decision) {
 			dec, overruled = policy.Stop(stop), true
 		}
 	}
-	if !dec.Retry && !overruled && e.p.Budget != nil {
-		e.p.Budget.Deposit() // a request that needed no retry
+	if !dec.Retry && !overruled && e.p.Budget != nil && dec.Stop != policy.StopCircuitOpen {
+		e.p.Budget.Deposit() // a request that needed no retry (a breaker's refusal sent none)
 	}
 	rec := AttemptRecord{Status: info.status, Err: err, Processed: info.processed, Transparent: info.transparent, Resend: info.resend, Decision: dec}
 	l.rep.Attempts = append(l.rep.Attempts, rec)

@@ -21,6 +21,7 @@ const (
 	StopOutOfScope            StopReason = "out-of-scope"            // the request is outside the policy's scope
 	StopBodyFailed            StopReason = "body-failed"             // the final response's body failed while the caller read it, with no deadline to blame
 	StopPushback              StopReason = "pushback"                // the server said not to retry (a layer below already did)
+	StopCircuitOpen           StopReason = "circuit-open"            // a circuit breaker inside the retry layer refused to send
 )
 
 // Processed says whether the server may already have acted on an attempt.

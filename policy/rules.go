@@ -47,8 +47,11 @@ func (r Rules) Classify(a Attempt) Decision {
 		}
 	default:
 		kind := KindOf(a.Err)
-		if kind == ErrorCanceled {
+		switch kind {
+		case ErrorCanceled:
 			return Stop(StopCancelled)
+		case ErrorCircuitOpen:
+			return Stop(StopCircuitOpen) // nothing was sent, and nothing will be until it closes
 		}
 		if r.Errors == nil || !r.Errors(kind) {
 			return Stop(StopNonRetryable)
