@@ -70,7 +70,9 @@ func newRig(t *testing.T, cfg breaker.Config, script ...int) *rig {
 	r := &rig{clk: &clock{t: time.Unix(1_800_000_000, 0)}, base: &scripted{script: script, err: errors.New("boom")}}
 	cfg.Now = r.clk.now
 	cfg.Rand = func() float64 { return 0 }
-	cfg.OnChange = func(key string, from, to breaker.State) { r.changes = append(r.changes, key+" "+from.String()+"→"+to.String()) }
+	cfg.OnChange = func(key string, from, to breaker.State) {
+		r.changes = append(r.changes, key+" "+from.String()+"→"+to.String())
+	}
 	b, err := breaker.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrystack/retrystack/breaker"
 	"github.com/retrystack/retrystack/cookiejar"
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/faultserver"
@@ -36,6 +38,7 @@ type scenario struct {
 	capture        bool                         // the cookie layer stores cookies of discarded attempts
 	attemptTimeout time.Duration                // for the "timeout" layer
 	h2             []faultserver.H2Fault        // non-nil: run against a fresh h2c server with this script
+	breaker        func(*trial) breaker.Config  // the "breaker" layer's; nil: breaker.Config{}
 	run            func(t *trial)
 	want           expect
 	note           string // why the row differs from the seed system, if it does
@@ -124,7 +127,11 @@ func layers(sc scenario, presetName string, t *trial) ([]middleware.Layer, error
 		}
 		out = append(out, e.Layer())
 	}
-	out = append(out, middleware.Timeout(sc.attemptTimeout))
+	bc := breaker.Config{}
+	if sc.breaker != nil {
+		bc = sc.breaker(t)
+	}
+	out = append(out, breaker.Layer(bc), middleware.Timeout(sc.attemptTimeout))
 	if t.tel != nil {
 		out = append(out, t.tel.Attempt())
 	}
@@ -269,6 +276,7 @@ func runOne(ctx context.Context, srv *faultserver.Server, tel *telemetry.Telemet
 	if t.subject < len(t.ops) {
 		subject := t.ops[t.subject]
 		got.Result = subject.result
+		got.Stop = subject.stop
 		if rep := subject.report; rep != nil {
 			got.Stop = string(rep.Stop)
 			for _, w := range rep.PlannedWaits {
@@ -313,6 +321,7 @@ type trial struct {
 	subject       int  // index of the operation whose result the row reports
 	recordElapsed bool // report the subject's elapsed_ms
 	extra         map[string]string
+	clock         labClock // the time of the row's breaker
 	// newClient builds another client like the caller's (the row's preset
 	// and stack), for the services of a chain row.
 	newClient func() (*http.Client, error)
@@ -326,6 +335,7 @@ type op struct {
 	requests int            // requests the server saw during it
 	result   string         // final status code, or "error"
 	report   *engine.Report // nil without a retry layer
+	stop     string         // the stop when there is no report, if known
 }
 
 // send performs one logical operation and returns the response body.
@@ -354,6 +364,9 @@ func (t *trial) do(method, path string, rd io.Reader, header ...string) (status 
 	o := op{report: rep, requests: t.count() - before, result: strconv.Itoa(status)}
 	if err != nil {
 		o.result = "error"
+		if _, open := errors.AsType[*breaker.OpenError](err); open && rep == nil {
+			o.stop = string(policy.StopCircuitOpen) // a breaker outside the retry layer: no report
+		}
 	}
 	t.ops = append(t.ops, o)
 	return status, respBody, err
