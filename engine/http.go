@@ -148,6 +148,13 @@ func (o *httpOp) resend() int {
 	return o.attempts
 }
 
+// Hedged implements operation.HedgeSender.
+func (o *httpOp) Hedged() { o.trace.hedges.Add(1) }
+
+// HedgeBudget implements operation.HedgeSender: hedges withdraw from the
+// policy's retry budget, so hedging cannot double a storm.
+func (o *httpOp) HedgeBudget() bool { return o.e.p.Budget == nil || o.e.p.Budget.Withdraw() }
+
 // Conns implements operation.Sender.
 func (o *httpOp) Conns() int { return int(o.trace.conns.Load()) }
 
@@ -228,6 +235,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	info := attemptInfo{
 		processed:   processedBy(err, tr.wrote.Load()),
 		transparent: tr.transparent(),
+		hedges:      int(tr.hedges.Load()),
 		resend:      resend,
 	}
 	if err == nil {
@@ -244,8 +252,9 @@ type wireTrace struct {
 	// does not always report WroteHeaders for a stream refused at once, so
 	// that cannot count sends; a connection found dead before anything was
 	// written counts too, so a report may count a send no server saw.)
-	conns atomic.Int32
-	wrote atomic.Bool // request headers written
+	conns  atomic.Int32
+	hedges atomic.Int32 // hedges a hedging layer below sent, each on a connection of its own
+	wrote  atomic.Bool  // request headers written
 
 	mu   sync.Mutex
 	peer net.Addr // the last connection's remote address
@@ -267,11 +276,13 @@ func (t *wireTrace) bind() {
 	}
 }
 
-// transparent counts the sends beyond the first of the attempt.
-func (t *wireTrace) transparent() int { return max(int(t.conns.Load())-1, 0) }
+// transparent counts the sends beyond the first of the attempt that the
+// transport made on its own: hedges are not.
+func (t *wireTrace) transparent() int { return max(int(t.conns.Load()-t.hedges.Load())-1, 0) }
 
 func (t *wireTrace) reset() {
 	t.conns.Store(0)
+	t.hedges.Store(0)
 	t.wrote.Store(false)
 	t.mu.Lock()
 	t.peer = nil

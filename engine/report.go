@@ -38,6 +38,9 @@ type AttemptRecord struct {
 	// Transparent counts the extra physical sends the transport made on
 	// its own within this attempt (docs/hidden-retries.md).
 	Transparent int
+	// Hedges counts the hedges a hedging layer below sent within this
+	// attempt (package hedge).
+	Hedges int
 	// Resend numbers the attempt within its logical operation, retries and
 	// redirect hops alike: 0 for the operation's first send.
 	Resend   int

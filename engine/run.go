@@ -40,6 +40,7 @@ type facts struct {
 type attemptInfo struct {
 	processed   policy.Processed
 	transparent int
+	hedges      int
 	resend      int
 	status      int         // the result's HTTP status, 0 if it has none
 	header      http.Header // the result's header, for its hints; nil if none
@@ -191,7 +192,7 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, error, policy.Decision) {
 	if !dec.Retry && !overruled && e.p.Budget != nil && dec.Stop != policy.StopCircuitOpen {
 		e.p.Budget.Deposit() // a request that needed no retry (a breaker's refusal sent none)
 	}
-	rec := AttemptRecord{Status: info.status, Err: err, Processed: info.processed, Transparent: info.transparent, Resend: info.resend, Decision: dec}
+	rec := AttemptRecord{Status: info.status, Err: err, Processed: info.processed, Transparent: info.transparent, Hedges: info.hedges, Resend: info.resend, Decision: dec}
 	l.rep.Attempts = append(l.rep.Attempts, rec)
 	if e.hooks.OnAttempt != nil {
 		e.hooks.OnAttempt(AttemptEvent{Context: l.hooks, Report: l.rep, Attempt: rec, Number: n})

@@ -27,7 +27,8 @@
 //	/me                    200 with the Cookie header it received as the body
 //	/write                 a POST is processed once per Idempotency-Key (every time without one);
 //	                       drop=N: the first N requests are processed, then the connection is dropped
-//	/slow/headers          waits delay=D before the headers (code=C, default 200)
+//	/slow/headers          waits delay=D before the headers (code=C, default 200); with every=N
+//	                       only every Nth request (per key) waits D, the others base=D2 (default 0)
 //	/slow/body             sends the headers and half the body (size=N, default 64), waits delay=D, sends the rest
 //	/truncated             promises size=N bytes (default 1000), sends half and closes the connection (reset=1: with an RST)
 //	/redirect/{code}/{n}   answers code with a Location one hop closer to /redirect/{code}/0,

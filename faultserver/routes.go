@@ -173,6 +173,15 @@ func (r *request) slowHeaders() error {
 	if _, err := statusCode(strconv.Itoa(code)); err != nil {
 		return err
 	}
+	every, err := intParam(r.Request, "every", 1)
+	if err != nil || every == 0 {
+		return fmt.Errorf("bad every %q", r.URL.Query().Get("every"))
+	}
+	if every > 1 && (r.next()+1)%every != 0 { // only every Nth request is slow
+		if delay, err = durationParam(r.Request, "base"); err != nil {
+			return err
+		}
+	}
 	if !r.s.wait(r.Context(), delay) {
 		return r.drop(false) // the client or the server gave up
 	}

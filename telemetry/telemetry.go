@@ -49,6 +49,9 @@ const (
 	// operation serves, when a crosslayer.Handler said it is a retry.
 	AttrTimeLeft      = attribute.Key("retrystack.deadline.time_left_ms")
 	AttrCallerAttempt = attribute.Key("retrystack.caller.attempt")
+	// AttrHedge marks an attempt span that is a hedge (package hedge):
+	// 1 for the first hedge of a send.
+	AttrHedge = attribute.Key("retrystack.hedge")
 )
 
 // Event names.
@@ -493,6 +496,9 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if host, port, ok := splitAddr(peer); ok {
 			attrs = append(attrs, semconv.NetworkPeerAddress(host), semconv.NetworkPeerPort(port))
+		}
+		if n := operation.HedgeOf(req.Context()); n > 0 {
+			span.SetAttributes(AttrHedge.Int(n))
 		}
 		if v := r.Header[crosslayer.TimeoutHeader]; len(v) > 0 {
 			if ms, err := strconv.ParseInt(v[0], 10, 64); err == nil {

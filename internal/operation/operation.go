@@ -216,6 +216,31 @@ type Sender interface {
 	Peer() net.Addr
 }
 
+// A HedgeSender is a Sender that a hedging layer below tells about the
+// hedges it sends, and whose retry budget the hedges share.
+type HedgeSender interface {
+	Sender
+	// Hedged counts one more hedge of the send in flight.
+	Hedged()
+	// HedgeBudget withdraws one retry's worth for a hedge; false: none
+	// left. Without a budget it always succeeds.
+	HedgeBudget() bool
+}
+
+type hedgeKey struct{}
+
+// WithHedge marks ctx as that of hedge n (1 for the first hedge).
+func WithHedge(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, hedgeKey{}, n)
+}
+
+// HedgeOf returns the hedge number ctx was marked with, 0 for a send that
+// is not a hedge.
+func HedgeOf(ctx context.Context) int {
+	n, _ := ctx.Value(hedgeKey{}).(int)
+	return n
+}
+
 // SenderContext names the Sender of the requests made under it.
 type SenderContext struct {
 	context.Context

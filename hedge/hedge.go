@@ -1,0 +1,275 @@
+package hedge
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/retrystack/retrystack/internal/operation"
+	"github.com/retrystack/retrystack/internal/wire"
+	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
+)
+
+// Config configures the hedging layer. The zero value sends one hedge
+// after the 95th percentile of recent latencies (100 ms until 20 have been
+// seen).
+type Config struct {
+	// Delay, when set, is the fixed wait before each hedge; otherwise the
+	// wait is the Percentile of the latencies of recent sends.
+	Delay time.Duration
+	// Percentile is in (0, 1); 0 means 0.95.
+	Percentile float64
+	// Fallback is the wait until enough latencies have been seen; 0 means
+	// 100 ms.
+	Fallback time.Duration
+	// MaxHedges is the most hedges per request; 0 means 1.
+	MaxHedges int
+	// Safe picks the requests that may be hedged; nil means
+	// policy.Idempotent. A request whose body cannot be replayed is never
+	// hedged.
+	Safe func(*http.Request) bool
+}
+
+// Layer returns a hedging layer named "hedge". A bad Config makes the layer
+// invalid: NewStack reports it.
+func Layer(cfg Config) middleware.Layer {
+	switch {
+	case cfg.Delay < 0, cfg.Fallback < 0, cfg.MaxHedges < 0:
+		return middleware.Layer{Name: "hedge", Err: errors.New("negative Delay, Fallback or MaxHedges")}
+	case cfg.Percentile < 0 || cfg.Percentile >= 1 || math.IsNaN(cfg.Percentile):
+		return middleware.Layer{Name: "hedge", Err: errors.New("Percentile is outside (0, 1)")}
+	}
+	if cfg.Percentile == 0 {
+		cfg.Percentile = 0.95
+	}
+	if cfg.Fallback == 0 {
+		cfg.Fallback = 100 * time.Millisecond
+	}
+	if cfg.MaxHedges == 0 {
+		cfg.MaxHedges = 1
+	}
+	if cfg.Safe == nil {
+		cfg.Safe = policy.Idempotent
+	}
+	h := &hedger{cfg: cfg}
+	return middleware.Layer{Name: "hedge", Wrap: func(next http.RoundTripper) http.RoundTripper {
+		return &transport{h: h, next: wire.Base(next)}
+	}}
+}
+
+// hedger is a layer's state: its latency histogram.
+type hedger struct {
+	cfg  Config
+	hist histogram
+}
+
+type transport struct {
+	h    *hedger
+	next http.RoundTripper
+}
+
+func (t *transport) CloseIdleConnections() { wire.CloseIdle(t.next) }
+
+// result is one send's outcome.
+type result struct {
+	n      int // 0 for the original, then the hedges
+	resp   *http.Response
+	err    error
+	cancel context.CancelFunc
+}
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	h := t.h
+	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	if !replayable || !h.cfg.Safe(req) || req.Header.Get("Upgrade") != "" { // an upgrade is one connection's
+		start := time.Now()
+		resp, err := wire.RoundTrip(t.next, req)
+		if err == nil {
+			h.hist.add(time.Since(start))
+		}
+		return resp, err
+	}
+	start := time.Now()
+	results := make(chan result, h.cfg.MaxHedges+1)
+	send := func(n int, r *http.Request, cancel context.CancelFunc) {
+		resp, err := wire.RoundTrip(t.next, r)
+		results <- result{n: n, resp: resp, err: err, cancel: cancel}
+	}
+	sender, _ := operation.SenderFrom(req.Context()).(operation.HedgeSender)
+
+	ctx, cancel := context.WithCancel(req.Context())
+	cancels := []context.CancelFunc{cancel} // every send's, by number
+	go send(0, req.WithContext(ctx), cancel)
+	inFlight, sent := 1, 1
+	timer := time.NewTimer(h.delay())
+	defer timer.Stop()
+	var (
+		winner  *result
+		lastErr error
+	)
+	for winner == nil && inFlight > 0 {
+		select {
+		case r := <-results:
+			inFlight--
+			if r.err == nil {
+				winner = &r
+				break
+			}
+			// A failed send is no answer while another is in flight;
+			// when every send failed, the last error is (the retry layer
+			// above decides what to do with it).
+			r.cancel()
+			lastErr = r.err
+		case <-timer.C:
+			if sent > h.cfg.MaxHedges || req.Context().Err() != nil {
+				continue
+			}
+			if sender != nil && !sender.HedgeBudget() {
+				continue // the retry budget is spent: no hedge
+			}
+			hr, hcancel, err := t.hedgeRequest(req, sent)
+			if err != nil {
+				continue
+			}
+			if sender != nil {
+				sender.Hedged()
+			}
+			cancels = append(cancels, hcancel)
+			go send(sent, hr, hcancel)
+			inFlight++
+			sent++
+			timer.Reset(h.delay())
+		}
+	}
+	// The losers: cancelled, and released once they return, before
+	// RoundTrip does.
+	for i, c := range cancels {
+		if winner == nil || i != winner.n {
+			c()
+		}
+	}
+	for range inFlight {
+		if r := <-results; r.err == nil {
+			wire.Discard(r.resp)
+		}
+	}
+	if winner == nil {
+		return nil, lastErr
+	}
+	h.hist.add(time.Since(start))
+	winner.resp.Body = &cancelBody{ReadCloser: winner.resp.Body, cancel: winner.cancel}
+	return winner.resp, nil
+}
+
+// hedgeRequest is hedge n's copy of req, with its body replayed.
+func (t *transport) hedgeRequest(req *http.Request, n int) (*http.Request, context.CancelFunc, error) {
+	ctx, cancel := context.WithCancel(operation.WithHedge(req.Context(), n))
+	r := req.WithContext(ctx)
+	if req.Body != nil && req.Body != http.NoBody {
+		body, err := req.GetBody()
+		if err != nil {
+			cancel()
+			return nil, nil, err
+		}
+		r.Body = body
+	}
+	return r, cancel, nil
+}
+
+// delay is the wait before the next hedge.
+func (h *hedger) delay() time.Duration {
+	if h.cfg.Delay > 0 {
+		return h.cfg.Delay
+	}
+	if d, ok := h.hist.percentile(h.cfg.Percentile); ok {
+		return d
+	}
+	return h.cfg.Fallback
+}
+
+// cancelBody ends the winner's context once its body is done.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+	once   sync.Once
+}
+
+func (b *cancelBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.cancel)
+	}
+	return n, err
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.cancel)
+	return err
+}
+
+// histogram keeps recent latencies in logarithmic buckets (1 ms × 1.25ⁱ),
+// halving every count each time minSamples × 50 have been added, so old
+// latencies fade.
+type histogram struct {
+	mu      sync.Mutex
+	counts  [buckets]float64
+	total   float64
+	added   atomic.Int64
+	samples int
+}
+
+const (
+	buckets    = 64 // 1 ms to ~1.6 h
+	minSamples = 20
+)
+
+func bucketOf(d time.Duration) int {
+	ms := float64(d) / float64(time.Millisecond)
+	if ms <= 1 {
+		return 0
+	}
+	return min(int(math.Log(ms)/math.Log(1.25))+1, buckets-1)
+}
+
+func upper(i int) time.Duration {
+	return time.Duration(math.Pow(1.25, float64(i)) * float64(time.Millisecond))
+}
+
+func (h *histogram) add(d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.counts[bucketOf(d)]++
+	h.total++
+	h.samples++
+	if h.samples >= minSamples*50 {
+		for i := range h.counts {
+			h.counts[i] /= 2
+		}
+		h.total /= 2
+		h.samples = 0
+	}
+}
+
+func (h *histogram) percentile(p float64) (time.Duration, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.total < minSamples {
+		return 0, false
+	}
+	want := p * h.total
+	var sum float64
+	for i, c := range h.counts {
+		sum += c
+		if sum >= want {
+			return upper(i), true
+		}
+	}
+	return upper(buckets - 1), true
+}
