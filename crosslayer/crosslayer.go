@@ -1,7 +1,10 @@
 package crosslayer
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -62,12 +65,18 @@ type Config struct {
 // MaxTimeout; a context never gets a later deadline than it had) and its
 // Attempt header into the context, where the retry layers of the clients
 // next calls with that context find them. When one of those retry layers
-// gives up after retrying, or is told not to retry, the response — if its
-// status is 5xx or 429 — gets ShouldRetry: false.
+// gives up after retrying, runs out of retry budget, or is told not to
+// retry, the response — if its status is 5xx or 429 — gets ShouldRetry:
+// false.
 //
-// A header that does not parse, or is negative, is ignored; a huge one is
-// capped. The ResponseWriter passed to next implements http.Flusher and
-// Unwrap, so http.ResponseController reaches the original.
+// Handler consumes the two request headers: next (a proxy) does not see
+// them. One that does not parse, or is negative, is ignored; a huge one is
+// capped. A caller that sends no Timeout header gets no deadline from
+// Handler. The ResponseWriter passed to next implements http.Flusher,
+// http.Hijacker (an upgraded connection is the handler's, without pushback)
+// and Unwrap, so http.ResponseController reaches the original. A handler
+// that writes its status before its outbound calls are done cannot carry a
+// pushback: the header goes out with the status.
 func Handler(next http.Handler, cfg Config) http.Handler {
 	if cfg.Signals.Off {
 		return next
@@ -86,6 +95,10 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 			ctx, cancel = context.WithTimeout(ctx, d)
 			defer cancel()
 		}
+		// Consumed: a proxy that forwards the request (httputil.ReverseProxy)
+		// must not pass the caller's values on as its own.
+		r.Header.Del(attemptName)
+		r.Header.Del(timeoutName)
 		pw := &pushbackWriter{ResponseWriter: w, st: st, name: shouldRetryName}
 		next.ServeHTTP(pw, r.WithContext(inbound.With(ctx, st)))
 	})
@@ -110,7 +123,8 @@ func PositionOf(ctx context.Context) (p Position, ok bool) {
 // maxAttempt bounds what an Attempt header may claim.
 const maxAttempt = 10_000
 
-// parseAttempt reads "N" or "N; max=M"; anything else is attempt 1.
+// parseAttempt reads "N" or "N; max=M" (parameters in any case, unknown
+// ones ignored); anything else is attempt 1.
 func parseAttempt(v string) (attempt, most int) {
 	if v == "" {
 		return 1, 0
@@ -120,7 +134,11 @@ func parseAttempt(v string) (attempt, most int) {
 	if err != nil || n < 1 || n > maxAttempt {
 		return 1, 0
 	}
-	if k, val, ok := strings.Cut(strings.TrimSpace(rest), "="); ok && strings.TrimSpace(k) == "max" {
+	for param := range strings.SplitSeq(rest, ";") {
+		k, val, ok := strings.Cut(strings.TrimSpace(param), "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), "max") {
+			continue
+		}
 		if m, err := strconv.Atoi(strings.TrimSpace(val)); err == nil && m >= n && m <= maxAttempt {
 			most = m
 		}
@@ -134,6 +152,9 @@ func parseTimeout(v string, limit time.Duration) (time.Duration, bool) {
 		return 0, false
 	}
 	ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(strings.TrimSpace(v), "-") {
+		return limit, true // more digits than an int64 holds: capped, not ignored
+	}
 	if err != nil || ms < 0 {
 		return 0, false
 	}
@@ -169,12 +190,25 @@ func (w *pushbackWriter) Write(p []byte) (int, error) {
 	return w.ResponseWriter.Write(p)
 }
 
-// Flush flushes the original writer if it can.
-func (w *pushbackWriter) Flush() {
+// Flush flushes the original writer if it can (http.Flusher).
+func (w *pushbackWriter) Flush() { w.FlushError() }
+
+// FlushError flushes the original writer and returns its error, as
+// http.ResponseController.Flush does: http.ErrNotSupported when it cannot
+// flush, a write error once the client is gone.
+func (w *pushbackWriter) FlushError() error {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
-	http.NewResponseController(w.ResponseWriter).Flush()
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Hijack hands the connection over, as the original writer does
+// (http.Hijacker, which WebSocket libraries assert): an upgrade is the
+// handler's, and carries no pushback.
+func (w *pushbackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.wrote = true
+	return http.NewResponseController(w.ResponseWriter).Hijack()
 }
 
 // Unwrap returns the original writer, for http.ResponseController.

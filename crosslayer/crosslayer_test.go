@@ -2,6 +2,7 @@ package crosslayer_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -34,6 +35,8 @@ func TestHandlerReadsHeaders(t *testing.T) {
 		{"negative time", "", "-5", 0, crosslayer.Position{Attempt: 1}, -1},
 		{"garbage time", "", "1.5s", 0, crosslayer.Position{Attempt: 1}, -1},
 		{"huge time is capped", "", "999999999999999", 0, crosslayer.Position{Attempt: 1}, time.Minute},
+		{"time past int64 is capped", "", "99999999999999999999", 0, crosslayer.Position{Attempt: 1}, time.Minute},
+		{"lenient parameters", "2; MAX=3; foo=1", "", 0, crosslayer.Position{Attempt: 2, Max: 3}, -1},
 		{"never extends", "", "60000", time.Second, crosslayer.Position{Attempt: 1}, time.Second},
 	}
 	for _, tt := range tests {
@@ -135,6 +138,9 @@ func TestHandlerKeepsTheWriter(t *testing.T) {
 		if _, ok := w.(http.Flusher); !ok {
 			t.Error("the writer is not an http.Flusher")
 		}
+		if _, ok := w.(http.Hijacker); !ok {
+			t.Error("the writer is not an http.Hijacker (WebSocket libraries assert it)")
+		}
 		if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
 			t.Errorf("ResponseController: %v", err)
 		}
@@ -170,5 +176,39 @@ func TestSignals(t *testing.T) {
 	h.ServeHTTP(httptest.NewRecorder(), req)
 	if seen {
 		t.Error("Off still read the headers")
+	}
+}
+
+// A writer that cannot flush says so through Handler's writer too.
+func TestFlushErrorPassesThrough(t *testing.T) {
+	var err error
+	h := crosslayer.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err = http.NewResponseController(w).Flush()
+	}), crosslayer.Config{})
+	h.ServeHTTP(plainWriter{httptest.NewRecorder()}, httptest.NewRequest("GET", "/", nil))
+	if !errors.Is(err, http.ErrNotSupported) {
+		t.Errorf("Flush on a writer that cannot: %v, want ErrNotSupported", err)
+	}
+}
+
+// plainWriter hides the recorder's Flush.
+type plainWriter struct{ w *httptest.ResponseRecorder }
+
+func (p plainWriter) Header() http.Header         { return p.w.Header() }
+func (p plainWriter) Write(b []byte) (int, error) { return p.w.Write(b) }
+func (p plainWriter) WriteHeader(code int)        { p.w.WriteHeader(code) }
+
+// The headers are consumed: a proxy behind Handler does not forward the
+// caller's values as its own.
+func TestHandlerConsumesTheHeaders(t *testing.T) {
+	var seen http.Header
+	h := crosslayer.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = r.Header.Clone() }), crosslayer.Config{})
+	req := httptest.NewRequest("GET", "/", nil)
+	req.Header.Set(crosslayer.AttemptHeader, "3; max=3")
+	req.Header.Set(crosslayer.TimeoutHeader, "50")
+	req.Header.Set("X-Other", "kept")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if seen.Get(crosslayer.AttemptHeader) != "" || seen.Get(crosslayer.TimeoutHeader) != "" || seen.Get("X-Other") != "kept" {
+		t.Errorf("the handler saw %v", seen)
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -171,6 +172,7 @@ func TestRoutes(t *testing.T) {
 	search.Name = "search"
 	rec := &recorder{script: []int{503}}
 	c, url := crossClient(t, Config{Policy: policy.Default(), Routes: []Route{
+		{PathPrefix: "/nowhere/", Policy: never}, // unnamed
 		{Name: "payments", PathPrefix: "/payments/", Policy: never},
 		{Name: "search", PathPrefix: "/search/", Method: "GET", Policy: search},
 	}}, rec)
@@ -179,16 +181,17 @@ func TestRoutes(t *testing.T) {
 		wantPolicy  string
 		wantSends   int
 	}{
-		{"/payments/charge", "", "payments", 1},
-		{"/search/q", "", "search", 3},
-		{"/other", "", "default", 3},
+		{"/payments/charge", "-", "payments", 1},
+		{"/search/q", "-", "search", 3},
+		{"/other", "-", "default", 3},
 		{"/search/q", "payments", "payments", 1},
 		{"/other", "no-such-route", "default", 3},
+		{"/other", "", "default", 3}, // WithRoute(ctx, "") picks no route, not an unnamed one
 	}
 	for _, tt := range tests {
 		before := len(rec.attempts)
 		ctx := context.Background()
-		if tt.route != "" {
+		if tt.route != "-" {
 			ctx = WithRoute(ctx, tt.route)
 		}
 		req, _ := http.NewRequestWithContext(ctx, "GET", url+tt.path, nil)
@@ -212,5 +215,71 @@ func TestRoutesAreValidated(t *testing.T) {
 	_, err = New(Config{Policy: policy.Default(), Routes: []Route{{Name: "a", Policy: policy.Default()}, {Name: "a", Policy: policy.Default()}}})
 	if ce, ok := err.(*policy.ConfigError); !ok || ce.Field != "Routes[1].Name" {
 		t.Errorf("duplicate route name: %v", err)
+	}
+}
+
+// Pushback does not hide the Ok(503) trap: with FailOnExhausted the 503 is
+// an *ExhaustedError, as when attempts run out.
+func TestPushbackWithFailOnExhausted(t *testing.T) {
+	rec := &recorder{script: []int{503}, header: http.Header{crosslayer.ShouldRetryHeader: {"false"}}}
+	c, url := crossClient(t, Config{Policy: policy.Default(), FailOnExhausted: true}, rec)
+	_, err := c.Get(url)
+	var xe *ExhaustedError
+	if !errors.As(err, &xe) || xe.Report.Stop != policy.StopPushback {
+		t.Errorf("error %v, want an *ExhaustedError with stop pushback", err)
+	}
+}
+
+// A layer that did not retry leaves the choice to its caller.
+func TestNoPushbackWithoutRetrying(t *testing.T) {
+	one := policy.Default()
+	one.MaxAttempts = 1
+	for name, tc := range map[string]struct {
+		p      policy.Policy
+		header http.Header
+	}{
+		"one attempt allowed": {one, nil},
+		"a hint too long":     {policy.Default(), http.Header{"Retry-After": {"120"}}},
+	} {
+		c, url := crossClient(t, Config{Policy: tc.p}, &recorder{script: []int{503}, header: tc.header})
+		st := &inbound.State{Attempt: 1}
+		req, _ := http.NewRequestWithContext(inbound.With(context.Background(), st), "GET", url, nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if st.PushedBack() {
+			t.Errorf("%s: pushed back (stop %s)", name, ReportOf(resp).Stop)
+		}
+	}
+}
+
+// A request forwarded with a caller's headers (a proxy without Handler)
+// carries this layer's values, never the caller's.
+func TestStaleInboundHeadersAreReplaced(t *testing.T) {
+	rec := &recorder{script: []int{200}}
+	c, url := crossClient(t, Config{Policy: policy.Default()}, rec)
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set(crosslayer.AttemptHeader, "3; max=3")
+	req.Header.Set(crosslayer.TimeoutHeader, "50")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if rec.attempts[0] != "" || rec.timeouts[0] != "" {
+		t.Errorf("sent attempt %q, timeout %q; want neither", rec.attempts[0], rec.timeouts[0])
+	}
+	if req.Header.Get(crosslayer.AttemptHeader) == "" {
+		t.Error("the caller's request changed")
+	}
+}
+
+func TestRouteFieldsAreChecked(t *testing.T) {
+	for _, r := range []Route{{PathPrefix: "payments/", Policy: policy.Default()}, {Method: "get", Policy: policy.Default()}} {
+		if _, err := New(Config{Policy: policy.Default(), Routes: []Route{r}}); err == nil {
+			t.Errorf("%+v accepted", r)
+		}
 	}
 }

@@ -82,21 +82,33 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		f.deadline = o.deadline(e.p.Timeout)
 	}
 	resp, err := run[*http.Response](ctx, &o.outside, e, o, f, &o.rep)
-	if st := inbound.From(req.Context()); st != nil && !e.signals.Off && pushesBack(o.rep.Stop) {
+	if st := inbound.From(req.Context()); st != nil && !e.signals.Off && pushesBack(&o.rep) {
 		st.PushBack() // the service answering st's request tells its caller not to retry
 	}
 	return resp, err
 }
 
-// pushesBack reports whether an operation that stopped for stop tells the
-// caller of the service it serves not to retry: it retried until a limit
-// stopped it, or was itself told not to retry.
-func pushesBack(stop policy.StopReason) bool {
-	switch stop {
-	case policy.StopAttemptsExhausted, policy.StopBudgetExhausted, policy.StopWaitExceedsBudget, policy.StopPushback:
+// pushesBack reports whether an operation tells the caller of the service
+// it serves not to retry: it retried until a limit stopped it, its retry
+// budget is spent (a storm), or it was itself told not to retry. A layer
+// that did not retry (one attempt allowed, a hint too long to wait) leaves
+// the choice to its caller.
+func pushesBack(rep *Report) bool {
+	switch rep.Stop {
+	case policy.StopBudgetExhausted, policy.StopPushback:
 		return true
+	case policy.StopAttemptsExhausted, policy.StopWaitExceedsBudget:
+		return len(rep.Attempts) > 1
 	}
 	return false
+}
+
+func setOrDelete(h http.Header, name, value string) {
+	if value == "" {
+		delete(h, name)
+	} else {
+		h[name] = []string{value}
+	}
 }
 
 // CloseIdleConnections forwards to the next RoundTripper.
@@ -197,7 +209,11 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 			timeoutHdr = strconv.FormatInt(max((time.Until(dl)+time.Millisecond-1).Milliseconds(), 0), 10)
 		}
 	}
-	headers := attemptHdr != "" || timeoutHdr != ""
+	// A request forwarded from a caller (a proxy) may carry the caller's
+	// values: this layer's own replace them, or they go.
+	stale := !o.e.signals.Off && ((attemptHdr == "" && len(o.req.Header[o.e.attemptHeader]) > 0) ||
+		(timeoutHdr == "" && len(o.req.Header[o.e.timeoutHeader]) > 0))
+	headers := attemptHdr != "" || timeoutHdr != "" || stale
 	r := o.req
 	if ctx != r.Context() || body != nil || o.e.prepare != nil || headers {
 		// A copy of its own, never reused: the transport may still hold
@@ -217,11 +233,9 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 			r.Header = make(http.Header)
 		}
 	}
-	if attemptHdr != "" {
-		r.Header[o.e.attemptHeader] = []string{attemptHdr}
-	}
-	if timeoutHdr != "" {
-		r.Header[o.e.timeoutHeader] = []string{timeoutHdr}
+	if headers {
+		setOrDelete(r.Header, o.e.attemptHeader, attemptHdr)
+		setOrDelete(r.Header, o.e.timeoutHeader, timeoutHdr)
 	}
 	if o.e.prepare != nil {
 		if err := o.e.prepare(r, n); err != nil {

@@ -20,9 +20,9 @@ import (
 // the same Budget value to share one.
 type Route struct {
 	Name       string // names the route for WithRoute; optional, unique
-	Host       string // the URL's host, without the port; case-insensitive
-	PathPrefix string // a prefix of the URL's path, e.g. "/payments/"
-	Method     string // e.g. "GET"
+	Host       string // the URL's host, with or without its port ("[::1]:8080", "::1"); case-insensitive
+	PathPrefix string // a prefix of the URL's path, starting with "/": "/payments/" does not match "/payments"
+	Method     string // e.g. "GET", in capitals as net/http sends it
 	Policy     policy.Policy
 }
 
@@ -31,7 +31,7 @@ func (r *Route) matches(req *http.Request) bool {
 	if method == "" {
 		method = http.MethodGet
 	}
-	return (r.Host == "" || strings.EqualFold(r.Host, req.URL.Hostname())) &&
+	return (r.Host == "" || strings.EqualFold(r.Host, req.URL.Hostname()) || strings.EqualFold(r.Host, req.URL.Host)) &&
 		(r.PathPrefix == "" || strings.HasPrefix(req.URL.Path, r.PathPrefix)) &&
 		(r.Method == "" || r.Method == method)
 }
@@ -40,7 +40,8 @@ type routeKey struct{}
 
 // WithRoute returns a context under which a request runs under the route
 // called name, whatever the routes' rules say: the per-request override.
-// A name no route has is ignored.
+// A name no route has (or "") is ignored. Above a redirect layer a route
+// is chosen for the first URL of the operation; below it, for each hop.
 func WithRoute(ctx context.Context, name string) context.Context {
 	return context.WithValue(ctx, routeKey{}, name)
 }
@@ -60,6 +61,14 @@ func newRoutes(base *Engine, rs []Route) ([]route, error) {
 			}
 			return nil, err
 		}
+		switch {
+		case r.PathPrefix != "" && !strings.HasPrefix(r.PathPrefix, "/"):
+			return nil, &policy.ConfigError{Field: fmt.Sprintf("Routes[%d].PathPrefix", i), Value: r.PathPrefix, Reason: `must start with "/"`}
+		case r.Method != "" && r.Method != strings.ToUpper(r.Method):
+			return nil, &policy.ConfigError{Field: fmt.Sprintf("Routes[%d].Method", i), Value: r.Method, Reason: "must be in capitals, as net/http sends it"}
+		case strings.HasPrefix(r.Host, "[") && strings.HasSuffix(r.Host, "]"):
+			r.Host = r.Host[1 : len(r.Host)-1] // "[::1]": the bracketed form of a host without a port
+		}
 		for _, prev := range rs[:i] {
 			if r.Name != "" && prev.Name == r.Name {
 				return nil, &policy.ConfigError{Field: fmt.Sprintf("Routes[%d].Name", i), Value: r.Name, Reason: "used by an earlier route"}
@@ -78,7 +87,7 @@ func (e *Engine) pick(req *http.Request) *Engine {
 	if len(e.routes) == 0 {
 		return e
 	}
-	if name, ok := req.Context().Value(routeKey{}).(string); ok {
+	if name, ok := req.Context().Value(routeKey{}).(string); ok && name != "" {
 		for i := range e.routes {
 			if e.routes[i].Name == name {
 				return e.routes[i].e

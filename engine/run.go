@@ -189,8 +189,10 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, error, policy.Decision) {
 			dec, overruled = policy.Stop(stop), true
 		}
 	}
-	if !dec.Retry && !overruled && e.p.Budget != nil && dec.Stop != policy.StopCircuitOpen {
-		e.p.Budget.Deposit() // a request that needed no retry (a breaker's refusal sent none)
+	if !dec.Retry && !overruled && e.p.Budget != nil && dec.Stop != policy.StopCircuitOpen && dec.Stop != policy.StopPushback {
+		// A request that needed no retry; not a breaker's refusal (nothing
+		// was sent) nor a pushback (an overload answer, not a success).
+		e.p.Budget.Deposit()
 	}
 	rec := AttemptRecord{Status: info.status, Err: err, Processed: info.processed, Transparent: info.transparent, Hedges: info.hedges, Resend: info.resend, Decision: dec}
 	l.rep.Attempts = append(l.rep.Attempts, rec)
@@ -206,7 +208,7 @@ func (l *loop[T]) finish(stop policy.StopReason, v T, err error, dec policy.Deci
 		l.d.release()
 		return l.fail(stop, err)
 	}
-	if dec.Retry { // a status the policy wanted to retry: the Ok(503) trap
+	if dec.Retry || dec.Stop == policy.StopPushback { // a status the policy wanted to retry: the Ok(503) trap
 		if l.e.failOnExhausted {
 			if resp, ok := any(v).(*http.Response); ok {
 				se := middleware.ReadStatusError(resp, 0)

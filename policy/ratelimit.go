@@ -40,18 +40,12 @@ func rateLimitWait(h http.Header, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// rateLimitSpent reports whether h says a rate limit has nothing left,
-// whether or not it says when it resets.
+// rateLimitSpent reports whether h says a rate limit has nothing left and
+// when it resets: without a reset there is nothing to wait for, and the
+// status stands.
 func rateLimitSpent(h http.Header) bool {
-	if h == nil {
-		return false
-	}
-	if v := h["Ratelimit"]; len(v) > 0 {
-		if _, ok := spentRateLimitItem(strings.Join(v, ",")); ok {
-			return true
-		}
-	}
-	return spent(h.Get("Ratelimit-Remaining")) || spent(h.Get("X-Ratelimit-Remaining"))
+	_, ok := rateLimitWait(h, time.Time{})
+	return ok
 }
 
 func spent(remaining string) bool {

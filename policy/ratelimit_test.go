@@ -65,6 +65,8 @@ func TestRateLimitsAreRetried(t *testing.T) {
 		{"429 spent", 429, spent, true},
 		{"403 forbidden", 403, http.Header{}, false},
 		{"403 with limit left", 403, http.Header{"X-Ratelimit-Remaining": {"9"}}, false},
+		{"403 spent, no reset to wait for", 403, http.Header{"X-Ratelimit-Remaining": {"0"}}, false},
+		{"403 spent, unreadable reset", 403, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"0.5"}}, false},
 		{"500 spent is a 500", 500, spent, true},
 	} {
 		d := p.Classify(policy.Attempt{Request: req, Response: &http.Response{StatusCode: tt.status, Header: tt.h}, Number: 1, Processed: policy.Responded})

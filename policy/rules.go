@@ -20,10 +20,12 @@ type Rules struct {
 	// attempt was not sent, so it cannot have had an effect.
 	ResendUnsentUnsafe bool
 	// RateLimits retries a 403 or 429 whose rate-limit fields say nothing
-	// remains (X-RateLimit-Remaining: 0, as GitHub's primary rate limit
-	// answers; RateLimit-Remaining: 0; a RateLimit item with r=0), with
-	// the cause "rate-limited": the wait is then the limit's reset, taken
-	// as a Retry-After hint (RetryAfter.Hint).
+	// remains and when that ends (X-RateLimit-Remaining: 0 with
+	// X-RateLimit-Reset, as GitHub's primary rate limit answers; the same
+	// RateLimit-* pair; a RateLimit item with r=0 and t), with the cause
+	// "rate-limited": the wait is then the reset, taken as a Retry-After
+	// hint (RetryAfter.Hint). Without a reset it can read, the status
+	// stands.
 	RateLimits bool
 }
 
