@@ -17,6 +17,7 @@ import (
 	"github.com/retrystack/retrystack/cookiejar"
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/hedge"
 	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -39,6 +40,7 @@ type scenario struct {
 	attemptTimeout time.Duration                // for the "timeout" layer
 	h2             []faultserver.H2Fault        // non-nil: run against a fresh h2c server with this script
 	breaker        func(*trial) breaker.Config  // the "breaker" layer's; nil: breaker.Config{}
+	hedge          hedge.Config                 // the "hedge" layer's
 	run            func(t *trial)
 	want           expect
 	note           string // why the row differs from the seed system, if it does
@@ -131,7 +133,7 @@ func layers(sc scenario, presetName string, t *trial) ([]middleware.Layer, error
 	if sc.breaker != nil {
 		bc = sc.breaker(t)
 	}
-	out = append(out, breaker.Layer(bc), middleware.Timeout(sc.attemptTimeout))
+	out = append(out, breaker.Layer(bc), hedge.Layer(sc.hedge), middleware.Timeout(sc.attemptTimeout))
 	if t.tel != nil {
 		out = append(out, t.tel.Attempt())
 	}
@@ -444,21 +446,21 @@ func compare(want expect, got figures) []string {
 		k, v, _ := strings.Cut(kv, "=")
 		var ok bool
 		var have string
-		switch k {
-		case "planned_waits_ms":
+		switch {
+		case k == "planned_waits_ms":
 			have = ints(got.PlannedWaitsMS)
 			ok = have == v
-		case "elapsed_under_ms":
+		case k == "elapsed_under_ms":
 			have = got.Extra["elapsed_ms"]
 			n, err1 := strconv.Atoi(have)
 			limit, err2 := strconv.Atoi(v)
 			ok = err1 == nil && err2 == nil && n < limit
-		case "elapsed_ms_under", "bottom_per_op_under": // the figure must stay under the limit
+		case strings.HasSuffix(k, "_under"): // the figure must stay under the limit
 			have = got.Extra[strings.TrimSuffix(k, "_under")]
 			n, err1 := strconv.ParseFloat(have, 64)
 			limit, err2 := strconv.ParseFloat(v, 64)
 			ok = err1 == nil && err2 == nil && n < limit
-		case "pitfalls": // the row's pitfalls must all be reported
+		case k == "pitfalls": // the row's pitfalls must all be reported
 			have = got.Extra[k]
 			ok = subset(v, have)
 		default:
