@@ -17,6 +17,7 @@ import (
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/hedge"
 	"github.com/retrystack/retrystack/policy"
 	"go.uber.org/goleak"
 )
@@ -173,4 +174,110 @@ func TestSoak(t *testing.T) {
 	t.Logf("%d operations: %d h1 attempts (+%d transparent), server saw %d (%.2f %% fewer); %d h2 attempts (+%d transparent), server saw %d; heap %d MiB",
 		total, attempts.Load(), transparent.Load(), seen, 100*float64(reported-seen)/float64(reported),
 		h2Attempts.Load(), h2Transparent.Load(), h2.Streams(), m.HeapAlloc>>20)
+}
+
+// TestSoakHedged sends 5 000 operations, 100 at a time, through the default
+// stack with a hedging layer inside the retry layer (a hedge after 2 ms) at
+// slow, failing, redirected and non-idempotent requests. Every operation
+// returns, every request the server saw is an attempt, a transparent
+// resend or a hedge of the reports, no POST is sent twice, and nothing is
+// left open.
+func TestSoakHedged(t *testing.T) {
+	const total, concurrency = 5_000, 100
+	defer goleak.VerifyNone(t)
+	srv, err := faultserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+
+	var sends atomic.Int64
+	p := policy.Default()
+	p.Backoff.Base = time.Millisecond
+	p.Timeout = 2 * time.Second
+	p.Budget = nil // every hedge the delay asks for
+	stack, err := retrystack.NewStack(retrystack.Config{Policy: &p, Hooks: engine.Hooks{
+		OnAttempt: func(ev engine.AttemptEvent) {
+			if ev.Attempt.Processed != policy.NotSent {
+				sends.Add(1)
+			}
+			sends.Add(int64(ev.Attempt.Transparent + ev.Attempt.Hedges))
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stack, err = stack.InsertAfter("retry", hedge.Layer(hedge.Config{Delay: 2 * time.Millisecond})); err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: concurrency}
+	c := retrystack.Client(stack, tr)
+
+	paths := []string{"/slow/headers?every=3&delay=20ms&key=s", "/fail/1/503?key=f%d", "/s/200", "/redirect/302/2", "POST /abort?key=p%d"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var next, returned, hedged atomic.Int64
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= total {
+					return
+				}
+				method, path := "GET", paths[i%len(paths)]
+				var body io.Reader
+				if m, rest, ok := strings.Cut(path, " "); ok {
+					method, path, body = m, rest, strings.NewReader("order")
+				}
+				if strings.Contains(path, "%d") {
+					path = fmt.Sprintf(path, i)
+				}
+				req, _ := http.NewRequestWithContext(ctx, method, srv.URL()+path, body)
+				if resp, err := c.Do(req); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if rep := engine.ReportOf(resp); rep != nil {
+						for _, a := range rep.Attempts {
+							hedged.Add(int64(a.Hedges))
+						}
+					}
+				}
+				returned.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := returned.Load(); got != total || ctx.Err() != nil {
+		t.Fatalf("%d of %d operations returned", got, total)
+	}
+	c.CloseIdleConnections()
+	idle, cancelIdle := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelIdle()
+	if err := srv.WaitIdle(idle); err != nil {
+		t.Fatalf("server still busy: %v", err)
+	}
+	for open := srv.OpenConns(); open > 0; open = srv.OpenConns() {
+		if idle.Err() != nil {
+			t.Fatalf("%d server-side connections still open", open)
+		}
+		c.CloseIdleConnections()
+		runtime.Gosched()
+	}
+	if seen := int64(len(srv.Log())); seen > sends.Load() {
+		t.Errorf("the server saw %d requests, the reports account for %d", seen, sends.Load())
+	}
+	if hedged.Load() == 0 {
+		t.Error("nothing was hedged: the soak tests nothing")
+	}
+	for _, e := range srv.Log() {
+		if e.Route == "/abort" && e.Method == "POST" {
+			if n := srv.Stats("/abort", e.Key).Processed; n > 1 {
+				t.Errorf("POST %s processed %d times", e.Key, n)
+			}
+		}
+	}
+	t.Logf("%d operations, %d sends reported (%d hedges), server saw %d", total, sends.Load(), hedged.Load(), len(srv.Log()))
 }
