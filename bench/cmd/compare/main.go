@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -40,6 +41,9 @@ type row struct {
 	Dials           *int     `json:"dials,omitempty"`
 	OpenConnsAfter  *int     `json:"open_conns_after,omitempty"`
 	GoroutinesAfter *int     `json:"goroutines_after,omitempty"`
+	P50Ms           *float64 `json:"p50_ms,omitempty"`
+	P99Ms           *float64 `json:"p99_ms,omitempty"`
+	ExtraLoadPct    *float64 `json:"extra_load_pct,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -75,14 +79,17 @@ func main() {
 		return
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "measurement\tlib\tns/op\tvs net/http\tB/op\tallocs/op\tamplification\tdials\topen conns after\tgoroutines after\t")
+	fmt.Fprintln(tw, "measurement\tlib\tns/op\tvs net/http\tB/op\tallocs/op\tamplification\tdials\topen conns after\tgoroutines after\tp50 ms\tp99 ms\textra load\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Name, r.Lib,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Name, r.Lib,
 			show(r.NsOp, "%.0f"), show(r.VsNetHTTP, "%.2f×"), show(r.BytesOp, "%d"), show(r.AllocsOp, "%d"),
-			show(r.Amplification, "%.2f×"), show(r.Dials, "%d"), show(r.OpenConnsAfter, "%d"), show(r.GoroutinesAfter, "%d"))
+			show(r.Amplification, "%.2f×"), show(r.Dials, "%d"), show(r.OpenConnsAfter, "%d"), show(r.GoroutinesAfter, "%d"),
+			show(r.P50Ms, "%.0f"), show(r.P99Ms, "%.0f"), show(r.ExtraLoadPct, "%.1f %%"))
 	}
 	tw.Flush()
 }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func show[T any](v *T, format string) string {
 	if v == nil {
@@ -164,6 +171,32 @@ func measure(rounds int, only *regexp.Regexp) ([]row, error) {
 		rows = append(rows, out...)
 		if c.name == "get-overhead-in-memory" {
 			rows = append(rows, spanCost(out)...)
+		}
+	}
+	if only.MatchString("hedge-slow-tail") {
+		for _, lib := range bench.Hedgers {
+			res, err := bench.SlowTail(lib, 200)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, row{Name: "hedge-slow-tail", Lib: lib.Name, P50Ms: ptr(ms(res.P50)), P99Ms: ptr(ms(res.P99)),
+				ExtraLoadPct: ptr(res.ExtraLoadPct), OpenConnsAfter: ptr(res.OpenConnsAfter)})
+		}
+	}
+	for _, c := range []struct {
+		name string
+		fn   func(*testing.B, func(http.RoundTripper) http.RoundTripper)
+	}{{"breaker-closed-in-memory", bench.BreakerClosed}, {"breaker-open-in-memory", bench.BreakerOpen}} {
+		if !only.MatchString(c.name) {
+			continue
+		}
+		for _, br := range bench.Breakers {
+			rs := make([]row, 0, rounds)
+			for range rounds {
+				rs = append(rs, benchmark(c.name, br.Name, func(b *testing.B) { c.fn(b, br.New) }))
+			}
+			slices.SortFunc(rs, func(a, b row) int { return cmp.Compare(*a.NsOp, *b.NsOp) })
+			rows = append(rows, rs[len(rs)/2])
 		}
 	}
 	if !only.MatchString("storm-post-on-503-sends-decision-budget") {
