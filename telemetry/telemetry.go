@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retrystack/retrystack/breaker"
 	"github.com/retrystack/retrystack/crosslayer"
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/internal/operation"
@@ -52,6 +53,9 @@ const (
 	// AttrHedge marks an attempt span that is a hedge (package hedge):
 	// 1 for the first hedge of a send.
 	AttrHedge = attribute.Key("retrystack.hedge")
+	// The circuit and the state it entered, on the breaker metric.
+	AttrBreakerKey   = attribute.Key("retrystack.breaker.key")
+	AttrBreakerState = attribute.Key("retrystack.breaker.state")
 )
 
 // Event names.
@@ -83,6 +87,7 @@ type Telemetry struct {
 	delay       metric.Float64Histogram
 	retries     metric.Int64Counter
 	pitfalls    metric.Int64Counter
+	circuits    metric.Int64Counter
 }
 
 // New returns a Telemetry for cfg, or the error of creating an instrument.
@@ -103,7 +108,7 @@ func New(cfg Config) (*Telemetry, error) {
 	v := version()
 	m := mp.Meter(ScopeName, metric.WithInstrumentationVersion(v))
 	t := &Telemetry{tracer: tp.Tracer(ScopeName, trace.WithInstrumentationVersion(v)), prop: prop}
-	var errs [6]error
+	var errs [7]error
 	t.reqDuration, errs[0] = httpconv.NewClientRequestDuration(m)
 	t.opDuration, errs[1] = m.Float64Histogram("retrystack.client.operation.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of logical operations: every attempt, wait and redirect hop, and the read of the final body."),
@@ -118,6 +123,8 @@ func New(cfg Config) (*Telemetry, error) {
 		metric.WithDescription("Retries decided, by reason."))
 	t.pitfalls, errs[5] = m.Int64Counter("retrystack.client.pitfalls", metric.WithUnit("{pitfall}"),
 		metric.WithDescription("Retry pitfalls seen, by pitfall."))
+	t.circuits, errs[6] = m.Int64Counter("retrystack.client.breaker.transitions", metric.WithUnit("{transition}"),
+		metric.WithDescription("Circuit-breaker state changes, by circuit and the state entered."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
@@ -183,6 +190,17 @@ func (t *Telemetry) Attempt() middleware.Layer {
 	return middleware.Layer{Name: "attempt-telemetry", Wrap: func(next http.RoundTripper) http.RoundTripper {
 		return &attemptLayer{t: t, next: wire.Base(next)}
 	}}
+}
+
+// BreakerChange records a circuit breaker's state change in the
+// retrystack.client.breaker.transitions metric: set it as
+// breaker.Config.OnChange (or call it from yours). The breaker itself adds
+// a span event to the request's span.
+func (t *Telemetry) BreakerChange(key string, from, to breaker.State) {
+	if t.circuits == nil {
+		return
+	}
+	t.circuits.Add(context.Background(), 1, metric.WithAttributes(AttrBreakerKey.String(key), AttrBreakerState.String(to.String())))
 }
 
 // Hooks returns the engine hooks that record retries and pitfalls: events
