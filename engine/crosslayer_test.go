@@ -3,10 +3,12 @@ package engine
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,3 +285,31 @@ func TestRouteFieldsAreChecked(t *testing.T) {
 		}
 	}
 }
+
+// An answer that arrives once the caller has given up (its deadline
+// passed, or it cancelled) is no answer: the body could not be read, and
+// the operation ends with the context's error, the response released.
+func TestAnswerAfterTheCallerGaveUp(t *testing.T) {
+	e, err := New(Config{Policy: policy.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	body := &lateBody{}
+	base := middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		cancel() // the caller gives up while the answer is on its way
+		return &http.Response{StatusCode: 200, Body: body, Header: http.Header{}, Request: req}, nil
+	})
+	s, _ := middleware.NewStack(e.Layer())
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://svc.test/", nil)
+	_, err = s.Then(base).RoundTrip(req)
+	rep := ReportFrom(err)
+	if !errors.Is(err, context.Canceled) || rep == nil || rep.Stop != policy.StopCancelled || !body.closed.Load() {
+		t.Errorf("error %v, report %v, body closed %v; want cancelled, the body closed", err, rep, body.closed.Load())
+	}
+}
+
+type lateBody struct{ closed atomic.Bool }
+
+func (c *lateBody) Read([]byte) (int, error) { return 0, io.EOF }
+func (c *lateBody) Close() error             { c.closed.Store(true); return nil }

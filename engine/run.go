@@ -176,6 +176,14 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, error, policy.Decision) {
 		l.d.attempt, l.d.cancelAt = context.WithTimeout(l.op, e.p.AttemptTimeout)
 	}
 	v, info, err := l.o.attempt(l.d.attempt, n)
+	if err == nil && l.op.Err() != nil {
+		// The answer came as the caller's deadline passed (or it gave up):
+		// its body could not be read in time, and a late answer is a
+		// failure. The context's error is the result.
+		l.o.discard(v)
+		var zero T
+		v, err = zero, l.op.Err()
+	}
 	l.held, l.holding = v, err == nil
 	dec := l.o.decide(n, v, info, err)
 	if !dec.Retry && dec.Stop == "" { // a classifier's zero Decision
