@@ -126,22 +126,8 @@ func TestSoak(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatalf("the soak ran past its own deadline: %d of %d operations returned", returned.Load(), total)
 	}
-	h1.CloseIdleConnections()
 	h2c.CloseIdleConnections()
-	idle, cancelIdle := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancelIdle()
-	if err := srv.WaitIdle(idle); err != nil {
-		t.Fatalf("server still busy: %v", err)
-	}
-	// No connection stays open on the server once the client's idle ones
-	// are closed (again: the pool may take one back after the first call).
-	for open := srv.OpenConns(); open > 0; open = srv.OpenConns() {
-		if idle.Err() != nil {
-			t.Fatalf("%d server-side connections still open", open)
-		}
-		h1.CloseIdleConnections()
-		runtime.Gosched()
-	}
+	waitClosed(t, srv, h1)
 
 	if got := returned.Load(); got != total {
 		t.Errorf("%d of %d operations returned", got, total)
@@ -253,19 +239,7 @@ func TestSoakHedged(t *testing.T) {
 	if got := returned.Load(); got != total || ctx.Err() != nil {
 		t.Fatalf("%d of %d operations returned", got, total)
 	}
-	c.CloseIdleConnections()
-	idle, cancelIdle := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancelIdle()
-	if err := srv.WaitIdle(idle); err != nil {
-		t.Fatalf("server still busy: %v", err)
-	}
-	for open := srv.OpenConns(); open > 0; open = srv.OpenConns() {
-		if idle.Err() != nil {
-			t.Fatalf("%d server-side connections still open", open)
-		}
-		c.CloseIdleConnections()
-		runtime.Gosched()
-	}
+	waitClosed(t, srv, c)
 	if seen := int64(len(srv.Log())); seen > sends.Load() {
 		t.Errorf("the server saw %d requests, the reports account for %d", seen, sends.Load())
 	}
@@ -280,4 +254,24 @@ func TestSoakHedged(t *testing.T) {
 		}
 	}
 	t.Logf("%d operations, %d sends reported (%d hedges), server saw %d", total, sends.Load(), hedged.Load(), len(srv.Log()))
+}
+
+// waitClosed waits for srv to finish its requests and fails t unless every
+// server-side connection closes once c's idle ones are closed (again and
+// again: the pool may take one back after the first call).
+func waitClosed(t *testing.T, srv *faultserver.Server, c *http.Client) {
+	t.Helper()
+	c.CloseIdleConnections()
+	idle, cancelIdle := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelIdle()
+	if err := srv.WaitIdle(idle); err != nil {
+		t.Fatalf("server still busy: %v", err)
+	}
+	for open := srv.OpenConns(); open > 0; open = srv.OpenConns() {
+		if idle.Err() != nil {
+			t.Fatalf("%d server-side connections still open", open)
+		}
+		c.CloseIdleConnections()
+		runtime.Gosched()
+	}
 }

@@ -150,14 +150,7 @@ func TestInboundPushback(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, url := crossClient(t, Config{Policy: policy.Default()}, &recorder{script: tt.script})
-			st := &inbound.State{Attempt: 1}
-			req, _ := http.NewRequestWithContext(inbound.With(context.Background(), st), "GET", url, nil)
-			resp, err := c.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
+			st, _ := serve(t, Config{Policy: policy.Default()}, &recorder{script: tt.script})
 			if st.PushedBack() != tt.want {
 				t.Errorf("pushed back %v, want %v", st.PushedBack(), tt.want)
 			}
@@ -243,16 +236,9 @@ func TestNoPushbackWithoutRetrying(t *testing.T) {
 		"one attempt allowed": {one, nil},
 		"a hint too long":     {policy.Default(), http.Header{"Retry-After": {"120"}}},
 	} {
-		c, url := crossClient(t, Config{Policy: tc.p}, &recorder{script: []int{503}, header: tc.header})
-		st := &inbound.State{Attempt: 1}
-		req, _ := http.NewRequestWithContext(inbound.With(context.Background(), st), "GET", url, nil)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		st, rep := serve(t, Config{Policy: tc.p}, &recorder{script: []int{503}, header: tc.header})
 		if st.PushedBack() {
-			t.Errorf("%s: pushed back (stop %s)", name, ReportOf(resp).Stop)
+			t.Errorf("%s: pushed back (stop %s)", name, rep.Stop)
 		}
 	}
 }
@@ -313,3 +299,18 @@ type lateBody struct{ closed atomic.Bool }
 
 func (c *lateBody) Read([]byte) (int, error) { return 0, io.EOF }
 func (c *lateBody) Close() error             { c.closed.Store(true); return nil }
+
+// serve sends one GET to h as a retry layer serving an inbound request
+// does, and returns the inbound state and the report.
+func serve(t *testing.T, cfg Config, h http.Handler) (*inbound.State, *Report) {
+	t.Helper()
+	c, url := crossClient(t, cfg, h)
+	st := &inbound.State{Attempt: 1}
+	req, _ := http.NewRequestWithContext(inbound.With(context.Background(), st), "GET", url, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return st, ReportOf(resp)
+}
