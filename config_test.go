@@ -97,7 +97,7 @@ func TestBadConfigIsATypedError(t *testing.T) {
 		{"duplicate layer name", edit(func(s middleware.Stack) (middleware.Stack, error) { return s.InsertAfter("retry", pass) }), &middleware.LayerError{}},
 		{"unknown layer name", edit(func(s middleware.Stack) (middleware.Stack, error) { return s.Swap("cookies", "cache") }), &middleware.LayerError{}},
 		{"layer named transport", edit(func(s middleware.Stack) (middleware.Stack, error) {
-			return s.InsertBefore("redirect", middleware.Layer{Name: middleware.BaseName, Wrap: pass.Wrap})
+			return s.InsertBefore("redirect", middleware.Layer{Name: "transport", Wrap: pass.Wrap})
 		}), &middleware.LayerError{}},
 		{"nil header function", edit(func(s middleware.Stack) (middleware.Stack, error) {
 			return s.InsertBefore("redirect", middleware.HeaderFunc(nil))

@@ -27,8 +27,9 @@ type Layer struct {
 	Err error
 }
 
-// BaseName is the name [Stack.String] gives the base RoundTripper.
-const BaseName = "transport"
+// baseName is the name [Stack.String] gives the base RoundTripper, which
+// no layer may take.
+const baseName = "transport"
 
 // A Stack is an ordered list of named layers, outermost first.
 //
@@ -62,7 +63,7 @@ func validate(l Layer) error {
 		return &LayerError{Name: l.Name, Reason: l.Err.Error()}
 	case l.Name == "":
 		return &LayerError{Name: l.Name, Reason: "empty name"}
-	case l.Name == BaseName:
+	case l.Name == baseName:
 		return &LayerError{Name: l.Name, Reason: "name reserved for the base"}
 	case strings.ContainsAny(l.Name, ", \t\r\n"):
 		return &LayerError{Name: l.Name, Reason: "name contains a comma or space"}
@@ -87,7 +88,7 @@ func (s Stack) Names() []string {
 // String prints the order requests flow in, ending with the base, e.g.
 // "redirect → cookies → retry → transport".
 func (s Stack) String() string {
-	return strings.Join(append(s.Names(), BaseName), " → ")
+	return strings.Join(append(s.Names(), baseName), " → ")
 }
 
 // Then returns a RoundTripper that sends each request through the layers in

@@ -11,14 +11,14 @@ import (
 	"github.com/retrystack/retrystack/middleware"
 )
 
-// DefaultMaxHops is the hop limit when Config.MaxHops is 0: ten hops are
+// defaultMaxHops is the hop limit when Config.MaxHops is 0: ten hops are
 // followed, an eleventh fails (net/http's client fails on its tenth).
-const DefaultMaxHops = 10
+const defaultMaxHops = 10
 
 // Config configures the redirect layer. The zero value follows up to 10
 // hops.
 type Config struct {
-	// MaxHops is the most hops followed; 0 means DefaultMaxHops. Negative
+	// MaxHops is the most hops followed; 0 means 10 (an eleventh fails). Negative
 	// values are invalid.
 	MaxHops int
 	// Check, when set, is called before each hop with the next request and
@@ -55,7 +55,7 @@ func Layer(cfg Config) middleware.Layer {
 		return middleware.Layer{Name: "redirect", Err: fmt.Errorf("MaxHops %d is negative", cfg.MaxHops)}
 	}
 	if cfg.MaxHops == 0 {
-		cfg.MaxHops = DefaultMaxHops
+		cfg.MaxHops = defaultMaxHops
 	}
 	return middleware.Layer{Name: "redirect", Wrap: func(next http.RoundTripper) http.RoundTripper {
 		next = wire.Base(next)

@@ -28,7 +28,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/retrystack/retrystack/middleware"
 )
 
 func main() {
@@ -152,7 +151,7 @@ func parseFlags(args []string) (options, error) {
 	}
 	if *stack != "" {
 		opts.stack = strings.Split(*stack, ",")
-		if n := len(opts.stack); opts.stack[n-1] == middleware.BaseName {
+		if n := len(opts.stack); opts.stack[n-1] == "transport" {
 			opts.stack = opts.stack[:n-1] // the base may be named, but is always last
 		}
 		preset := opts.preset
