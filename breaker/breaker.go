@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -55,10 +56,15 @@ type Config struct {
 	OpenFor time.Duration
 	Jitter  float64
 	// Probes is how many requests a half-open circuit lets through at
-	// once; 0 means 1. All must succeed to close it.
+	// once, and how many must succeed to close it; 0 means 1. One failure
+	// opens it again.
 	Probes int
 	// Failure decides whether a result counts against the circuit; nil: a
-	// transport error other than the caller's cancellation, or a 5xx.
+	// transport error other than a cancellation, or a 5xx. A deadline that
+	// ends the request counts, whoever set it: a service slower than its
+	// callers' deadlines is failing them (a caller with a very short
+	// deadline can open a shared circuit; give such calls a Key of their
+	// own).
 	Failure func(resp *http.Response, err error) bool
 	// OnChange is called, outside the breaker's locks, on each state
 	// change.
@@ -68,14 +74,18 @@ type Config struct {
 	Rand func() float64
 }
 
-// OpenError is what a request gets when its circuit is open: nothing was
-// sent. It matches the retry layer's stop reason circuit-open.
+// OpenError is what a request gets when its circuit is open, or half-open
+// with its probes in flight: nothing was sent. It matches the retry
+// layer's stop reason circuit-open.
 type OpenError struct {
 	Key   string
-	Until time.Time // when the circuit lets a probe through
+	Until time.Time // when the open circuit lets a probe through; zero when half-open
 }
 
 func (e *OpenError) Error() string {
+	if e.Until.IsZero() {
+		return fmt.Sprintf("breaker: circuit %q is half-open, its probes in flight", e.Key)
+	}
 	return fmt.Sprintf("breaker: circuit %q is open until %s", e.Key, e.Until.Format(time.RFC3339Nano))
 }
 
@@ -93,13 +103,15 @@ type Breaker struct {
 // New returns a breaker for cfg, or an error naming a bad field.
 func New(cfg Config) (*Breaker, error) {
 	switch {
-	case cfg.Rate < 0 || cfg.Rate > 1:
+	case !(cfg.Rate >= 0 && cfg.Rate <= 1): // NaN too
 		return nil, fmt.Errorf("breaker: Rate %v is outside [0, 1]", cfg.Rate)
 	case cfg.Window < 0, cfg.OpenFor < 0:
 		return nil, errors.New("breaker: negative Window or OpenFor")
+	case cfg.Window > 0 && cfg.Window < minWindow:
+		return nil, fmt.Errorf("breaker: Window %v is below %v", cfg.Window, minWindow)
 	case cfg.MinCalls < 0, cfg.Probes < 0:
 		return nil, errors.New("breaker: negative MinCalls or Probes")
-	case cfg.Jitter > 1:
+	case cfg.Jitter > 1 || math.IsNaN(cfg.Jitter):
 		return nil, fmt.Errorf("breaker: Jitter %v is above 1", cfg.Jitter)
 	}
 	if cfg.Consecutive == 0 {
@@ -244,6 +256,9 @@ type stateChange struct{ from, to State }
 
 const windowBuckets = 10
 
+// minWindow is the shortest Window: its buckets must be at least 1 ms.
+const minWindow = windowBuckets * time.Millisecond
+
 type bucket struct {
 	start          time.Time
 	calls, failing int
@@ -256,6 +271,7 @@ type circuit struct {
 	consecutive int
 	openUntil   time.Time
 	probes      int // in flight, half-open
+	probed      int // probes that succeeded, half-open
 	buckets     []bucket
 }
 
@@ -268,12 +284,12 @@ func (c *circuit) admit(cfg *Config, now time.Time) (probe bool, ch stateChange,
 		if now.Before(c.openUntil) {
 			return false, ch, c.openUntil, false
 		}
-		c.state, c.probes = HalfOpen, 0
+		c.state, c.probes, c.probed = HalfOpen, 0, 0
 		ch.to = HalfOpen
 	}
 	if c.state == HalfOpen {
 		if c.probes >= cfg.Probes {
-			return false, ch, now, false
+			return false, ch, time.Time{}, false
 		}
 		c.probes++
 		return true, ch, time.Time{}, true
@@ -304,7 +320,7 @@ func (c *circuit) record(cfg *Config, now time.Time, probe, failed bool) stateCh
 		c.probes--
 		if failed {
 			c.open(cfg, now)
-		} else if c.probes == 0 {
+		} else if c.probed++; c.probed >= cfg.Probes {
 			c.state, c.consecutive = Closed, 0
 			clear(c.buckets)
 		}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -249,9 +251,53 @@ func TestClosedPathAllocatesNothing(t *testing.T) {
 }
 
 func TestBadConfig(t *testing.T) {
-	for _, cfg := range []breaker.Config{{Rate: 2}, {Window: -1}, {Probes: -1}, {Jitter: 3}} {
+	nan := math.NaN()
+	for _, cfg := range []breaker.Config{{Rate: 2}, {Rate: nan}, {Window: -1}, {Rate: 0.5, Window: 5}, {Probes: -1}, {Jitter: 3}, {Jitter: nan}} {
 		if _, err := middleware.NewStack(breaker.Layer(cfg)); err == nil {
 			t.Errorf("%+v accepted", cfg)
 		}
 	}
+}
+
+// With Probes 2, two successes close the circuit even when the probes
+// overlap; a refusal while both are in flight says the circuit is
+// half-open.
+func TestSeveralProbes(t *testing.T) {
+	r := newRig(t, breaker.Config{Consecutive: 1, OpenFor: time.Second, Probes: 2}, 503, 200)
+	r.get(t, context.Background())
+	r.clk.add(time.Second)
+	if code, err := r.get(t, context.Background()); code != 200 || err != nil || r.b.State("svc.test") != breaker.HalfOpen {
+		t.Fatalf("first probe: %d, %v, %v", code, err, r.b.State("svc.test"))
+	}
+	if code, err := r.get(t, context.Background()); code != 200 || err != nil || r.b.State("svc.test") != breaker.Closed {
+		t.Fatalf("second probe: %d, %v, %v", code, err, r.b.State("svc.test"))
+	}
+}
+
+func TestHalfOpenRefusal(t *testing.T) {
+	release, entered := make(chan struct{}), make(chan struct{})
+	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	b, _ := breaker.New(breaker.Config{Consecutive: 1, OpenFor: time.Second, Jitter: -1, Now: clk.now})
+	var calls atomic.Int32
+	rt := b.Layer().Wrap(middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if calls.Add(1) == 1 {
+			return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}, Request: req}, nil
+		}
+		close(entered)
+		<-release // the probe stays in flight
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}, Request: req}, nil
+	}))
+	req, _ := http.NewRequest("GET", "http://svc.test/", nil)
+	rt.RoundTrip(req) // opens it
+	clk.add(time.Second)
+	done := make(chan struct{})
+	go func() { rt.RoundTrip(req); close(done) }() // the probe
+	<-entered
+	_, err := rt.RoundTrip(req)
+	var open *breaker.OpenError
+	if !errors.As(err, &open) || !open.Until.IsZero() || !strings.Contains(err.Error(), "half-open") {
+		t.Errorf("refusal while the probe is in flight: %v", err)
+	}
+	close(release)
+	<-done
 }

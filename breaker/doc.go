@@ -10,11 +10,12 @@
 //     calls, opens it;
 //   - open: requests fail at once with an *OpenError, sending nothing, for
 //     OpenFor (plus up to Jitter of it, so callers do not return together);
-//   - half-open: up to Probes requests pass; their success closes the
-//     circuit, a failure opens it again.
+//   - half-open: up to Probes requests pass at once; Probes successes close
+//     the circuit, one failure opens it again.
 //
 // A failure is a transport error or a 5xx response; a 4xx is the caller's
-// problem, and a caller's cancellation is never the service's. The layer
+// problem, and a cancellation is never the service's. A deadline that
+// ends a request counts as a failure, whoever set it (Config.Failure). The layer
 // is named "breaker" and can sit outside the retry layer (it then counts
 // operations) or inside it (it counts attempts, and the retry layer stops
 // with the reason circuit-open): the lab's breaker/ rows compare the two.

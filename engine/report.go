@@ -23,7 +23,7 @@ type Report struct {
 	Policy       string            // the policy's name
 	Layer        string            // Config.Layer: "http" or "stream"
 	Fallbacks    int               // fallbacks run (Op.Fallback)
-	Attempts     []AttemptRecord   // one per attempt sent, in order
+	Attempts     []AttemptRecord   // one per attempt, in order (one refused by a breaker below included, not sent)
 	PlannedWaits []time.Duration   // the wait planned before each retry
 	Elapsed      time.Duration     // from the start to the return of the operation
 	Stop         policy.StopReason // why the operation ended

@@ -3,6 +3,7 @@ package hedge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -28,7 +29,7 @@ type Config struct {
 	// Fallback is the wait until enough latencies have been seen; 0 means
 	// 100 ms.
 	Fallback time.Duration
-	// MaxHedges is the most hedges per request; 0 means 1.
+	// MaxHedges is the most hedges per request, at most 10; 0 means 1.
 	MaxHedges int
 	// Safe picks the requests that may be hedged; nil means
 	// policy.Idempotent. A request whose body cannot be replayed is never
@@ -42,6 +43,8 @@ func Layer(cfg Config) middleware.Layer {
 	switch {
 	case cfg.Delay < 0, cfg.Fallback < 0, cfg.MaxHedges < 0:
 		return middleware.Layer{Name: "hedge", Err: errors.New("negative Delay, Fallback or MaxHedges")}
+	case cfg.MaxHedges > maxHedges:
+		return middleware.Layer{Name: "hedge", Err: fmt.Errorf("MaxHedges %d is above %d", cfg.MaxHedges, maxHedges)}
 	case cfg.Percentile < 0 || cfg.Percentile >= 1 || math.IsNaN(cfg.Percentile):
 		return middleware.Layer{Name: "hedge", Err: errors.New("Percentile is outside (0, 1)")}
 	}
@@ -62,6 +65,10 @@ func Layer(cfg Config) middleware.Layer {
 		return &transport{h: h, next: wire.Base(next)}
 	}}
 }
+
+// maxHedges bounds MaxHedges: more copies of one request than this is a
+// storm of its own.
+const maxHedges = 10
 
 // hedger is a layer's state: its latency histogram.
 type hedger struct {
@@ -105,6 +112,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	ctx, cancel := context.WithCancel(req.Context())
 	cancels := []context.CancelFunc{cancel} // every send's, by number
+	starts := []time.Time{start}            // and when it began
 	go send(0, req.WithContext(ctx), cancel)
 	inFlight, sent := 1, 1
 	timer := time.NewTimer(h.delay())
@@ -141,6 +149,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				sender.Hedged()
 			}
 			cancels = append(cancels, hcancel)
+			starts = append(starts, time.Now())
 			go send(sent, hr, hcancel)
 			inFlight++
 			sent++
@@ -162,7 +171,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if winner == nil {
 		return nil, lastErr
 	}
-	h.hist.add(time.Since(start))
+	h.hist.add(time.Since(starts[winner.n])) // the winning send's own latency, not the hedge delay's
 	winner.resp.Body = &cancelBody{ReadCloser: winner.resp.Body, cancel: winner.cancel}
 	return winner.resp, nil
 }
