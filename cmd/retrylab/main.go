@@ -27,7 +27,6 @@ import (
 	"os"
 	"regexp"
 	"strings"
-
 )
 
 func main() {
