@@ -172,6 +172,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, lastErr
 	}
 	h.hist.add(time.Since(starts[winner.n])) // the winning send's own latency, not the hedge delay's
+	if wire.Empty(winner.resp) {
+		winner.cancel() // nothing left to read under it
+		return winner.resp, nil
+	}
 	winner.resp.Body = &cancelBody{ReadCloser: winner.resp.Body, cancel: winner.cancel}
 	return winner.resp, nil
 }
