@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -48,6 +50,9 @@ var _ http.RoundTripper = (*transport)(nil)
 // Report, as does the response (see ReportOf).
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	e := t.e.pick(req)
+	if e.p.IdempotencyKeys && !policy.Idempotent(req) {
+		req = withKey(req)
+	}
 	o := &httpOp{e: e, next: t.next, req: req, rep: Report{Policy: e.p.Name, Layer: e.layer}}
 	o.rep.Attempts = o.rep.attempt[:0]
 	o.outside.Context = req.Context()
@@ -86,6 +91,31 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		st.PushBack() // the service answering st's request tells its caller not to retry
 	}
 	return resp, err
+}
+
+// withKey is req with an Idempotency-Key of the operation's: one copy of
+// the request and its header per operation, which every attempt starts
+// from.
+func withKey(req *http.Request) *http.Request {
+	mint := newKey
+	key := ""
+	if op := operation.From(req.Context()); op != nil {
+		key = op.IdempotencyKey(mint) // the same on every redirect hop
+	} else {
+		key = mint()
+	}
+	r := req.Clone(req.Context())
+	r.Header.Set("Idempotency-Key", `"`+key+`"`) // an sf-string, as draft-ietf-httpapi-idempotency-key-header has it
+	return r
+}
+
+// newKey returns a random (version 4) UUID.
+func newKey() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
 // pushesBack reports whether an operation tells the caller of the service

@@ -32,6 +32,13 @@ type Policy struct {
 	RetryAfter RetryAfter
 	// Scope limits the requests that may be retried.
 	Scope Scope
+	// IdempotencyKeys gives a request whose method is not idempotent and
+	// that carries no Idempotency-Key one of its own: a random UUID, the
+	// same on every attempt and redirect hop of the operation. The request
+	// then counts as keyed (Idempotent) and is retried like an idempotent
+	// one; a server that speaks the IETF idempotency protocol (package
+	// idempotency) runs it once. A key the caller set is never replaced.
+	IdempotencyKeys bool
 	// Budget limits retries across every request sharing it; nil: no limit.
 	// Share one between the policies of one client (a *TPSBudget, or your
 	// own).

@@ -24,6 +24,7 @@ type Operation struct {
 	sends    atomic.Int32
 	discard  DiscardObserver // set and read on the request's goroutine
 	deadline time.Time       // the total deadline, fixed by the first retry layer with one
+	key      string          // the Idempotency-Key the first retry layer made, for every hop
 	sending  atomic.Pointer[Sending]
 }
 
@@ -128,6 +129,16 @@ func (o *Operation) Deadline(timeout time.Duration) time.Time {
 		o.deadline = time.Now().Add(timeout)
 	}
 	return o.deadline
+}
+
+// IdempotencyKey returns the operation's generated Idempotency-Key, making
+// it with mint on the first call: every redirect hop's retry layer sends
+// the same one.
+func (o *Operation) IdempotencyKey(mint func() string) string {
+	if o.key == "" {
+		o.key = mint()
+	}
+	return o.key
 }
 
 // Discard is the observer in force, or nil.
