@@ -334,6 +334,20 @@ func (t *wireTrace) reset() {
 }
 
 func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error) policy.Decision {
+	if err != nil && o.req.Cancel != nil {
+		select {
+		case <-o.req.Cancel:
+			// net/http's Client cancels a RoundTripper it does not know
+			// (a stack) through Request.Cancel, on a timer of its own that
+			// can fire before the context's deadline does: the caller gave
+			// up all the same.
+			if dl, ok := o.req.Context().Deadline(); ok && !time.Now().Before(dl) {
+				return policy.Stop(policy.StopDeadline)
+			}
+			return policy.Stop(policy.StopCancelled)
+		default:
+		}
+	}
 	if err == nil && resp.StatusCode == http.StatusUnauthorized && o.e.refreshAuth != nil && !o.refreshed && n < o.e.p.MaxAttempts {
 		o.refreshed = true // once per operation: a refresh that does not help is not retried
 		if o.e.refreshAuth(&o.outside, resp) == nil {
