@@ -90,14 +90,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // defaultRun selects the acceptance table's rows; the lab's own rows (base/,
 // fix/) run when -run names them.
-const defaultRun = `^(seed\d+|chain|ratelimit|routes|breaker|hedge)/`
+const defaultRun = `^(seed\d+|chain|ratelimit|routes|breaker|hedge|writes)/`
 
 const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-stack a,b,c] [-preset NAME] [-otlp URL]
 
   -list          list the scenarios and exit
   -run REGEX     run the scenarios whose id matches REGEX (default: the
-                 acceptance table's seed, chain, ratelimit, routes, breaker
-                 and hedge rows;
+                 acceptance table's seed, chain, ratelimit, routes, breaker,
+                 hedge and writes rows;
                  the lab's own base/ and fix/ rows run when named)
   -json          print one JSON object per scenario and line
   -stack a,b,c   the layers of every selected scenario, outermost first, from
