@@ -32,6 +32,6 @@ ready || { echo "jaeger not ready:"; cat "$log"; exit 1; }
 
 scenarios='^(seed004/503-503-200|seed003/naive-post-orders|seed003/naive-login-then-me|seed000/forhost-localhost-get-127)$'
 echo "== lab -> OTLP"
-go run ./cmd/retrylab -otlp http://127.0.0.1:4318 -run "$scenarios"
+go run -tags otlp ./cmd/retrylab -otlp http://127.0.0.1:4318 -run "$scenarios"
 echo "== traces in Jaeger"
 JAEGER_QUERY=http://127.0.0.1:16686 JAEGER_OTLP=http://127.0.0.1:4318 go test -count=1 -tags jaeger -run 'TestJaeger' ./telemetry/

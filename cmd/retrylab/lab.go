@@ -23,7 +23,6 @@ import (
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/redirect"
 	"github.com/retrystack/retrystack/telemetry"
-	"github.com/retrystack/retrystack/telemetry/otlp"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -176,11 +175,14 @@ func runAll(ctx context.Context, selected []scenario, opts options) ([]row, erro
 	defer srv.Close()
 	var tel *telemetry.Telemetry
 	if opts.otlp != "" {
-		tp, err := otlp.NewTracerProvider(ctx, "retrylab", opts.otlp)
+		if exportTraces == nil {
+			return nil, errors.New("this retrylab is built without the OTLP exporter: go run -tags otlp ./cmd/retrylab -otlp " + opts.otlp)
+		}
+		tp, shutdown, err := exportTraces(ctx, opts.otlp)
 		if err != nil {
 			return nil, err
 		}
-		defer tp.Shutdown(context.Background()) // flushes every scenario's trace
+		defer shutdown(context.Background()) // flushes every scenario's trace
 		if tel, err = telemetry.New(telemetry.Config{TracerProvider: tp}); err != nil {
 			return nil, err
 		}
@@ -197,6 +199,11 @@ func runAll(ctx context.Context, selected []scenario, opts options) ([]row, erro
 	}
 	return rows, nil
 }
+
+// exportTraces makes the tracer provider of -otlp; nil unless the lab is
+// built with -tags otlp (otlp.go), so that the default build does not
+// compile the exporter's protobuf code.
+var exportTraces func(ctx context.Context, endpoint string) (trace.TracerProvider, func(context.Context) error, error)
 
 // scenarioTimeout bounds a scenario, so a broken one cannot hang the lab.
 const scenarioTimeout = 10 * time.Second

@@ -108,7 +108,9 @@ const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-stack a,b,c] [-pre
                  or none (no retry layer)
   -otlp URL      export each scenario as a trace of its own, service
                  "retrylab", to an OTLP/HTTP endpoint (e.g. http://127.0.0.1:4318);
-                 adds the telemetry and attempt-telemetry layers
+                 adds the telemetry and attempt-telemetry layers. Needs the
+                 exporter, left out of the default build to keep it fast:
+                 go run -tags otlp ./cmd/retrylab -otlp URL
 
 Rows run under -stack or -preset are experiments: they are compared with
 the expected figures, but a difference does not fail the run.

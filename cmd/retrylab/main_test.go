@@ -248,3 +248,14 @@ func TestOwnRows(t *testing.T) {
 		t.Errorf("output:\n%s", out)
 	}
 }
+
+// The default build leaves the OTLP exporter out, and says how to get it.
+func TestOTLPNeedsItsTag(t *testing.T) {
+	if exportTraces != nil {
+		t.Skip("built with -tags otlp")
+	}
+	code, _, stderr := runLab(t, "-otlp", "http://127.0.0.1:4318", "-run", "^seed000/default-get-503$")
+	if code != 1 || !strings.Contains(stderr, "go run -tags otlp ./cmd/retrylab") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
