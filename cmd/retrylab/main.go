@@ -59,7 +59,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if opts.list {
-		printList(stdout, selected)
+		if err := printList(stdout, selected, opts.json); err != nil {
+			fmt.Fprintf(stderr, "retrylab: %v\n", err)
+			return 1
+		}
 		return 0
 	}
 	rows, err := runAll(ctx, selected, opts)
@@ -99,7 +102,9 @@ const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-stack a,b,c] [-pre
                  acceptance table's seed, chain, ratelimit, routes, breaker,
                  hedge and writes rows;
                  the lab's own base/ and fix/ rows run when named)
-  -json          print one JSON object per scenario and line
+  -json          print one JSON object per scenario and line: what was
+                 measured, the preset and stack, what was expected, and
+                 whether it matched (with -list: the scenarios)
   -stack a,b,c   the layers of every selected scenario, outermost first, from
                  error-for-status, redirect, cookies, retry, breaker, hedge, timeout; the list
                  replaces each row's own, and may end with "transport"

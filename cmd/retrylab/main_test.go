@@ -53,9 +53,15 @@ func TestJSONLines(t *testing.T) {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		want := []string{"extra", "id", "planned_waits_ms", "result", "server_requests"}
+		want := []string{"deviations", "expected", "extra", "id", "matched", "planned_waits_ms", "preset", "result", "server_requests", "stack"}
 		if _, ok := obj["stop"]; ok {
-			want = []string{"extra", "id", "planned_waits_ms", "result", "server_requests", "stop"}
+			want = append(want, "stop")
+			slices.Sort(want)
+		}
+		var matched bool
+		json.Unmarshal(obj["matched"], &matched)
+		if !matched {
+			t.Errorf("line %q: not matched in the default run", line)
 		}
 		if diff := cmp.Diff(want, keys); diff != "" {
 			t.Errorf("line %q: keys (-want +got):\n%s", line, diff)
@@ -257,5 +263,27 @@ func TestOTLPNeedsItsTag(t *testing.T) {
 	code, _, stderr := runLab(t, "-otlp", "http://127.0.0.1:4318", "-run", "^seed000/default-get-503$")
 	if code != 1 || !strings.Contains(stderr, "go run -tags otlp ./cmd/retrylab") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// -list -json lists the scenarios, with what each expects.
+func TestListJSON(t *testing.T) {
+	code, out, stderr := runLab(t, "-list", "-json", "-run", "^seed000/default-get-503$")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	var l struct {
+		ID       string   `json:"id"`
+		Preset   string   `json:"preset"`
+		Stack    []string `json:"stack"`
+		Expected struct {
+			Result string `json:"result"`
+		} `json:"expected"`
+	}
+	if err := json.Unmarshal([]byte(out), &l); err != nil {
+		t.Fatalf("%q: %v", out, err)
+	}
+	if l.ID != "seed000/default-get-503" || l.Preset != "reqwest-default" || len(l.Stack) != 3 || l.Expected.Result != "503" {
+		t.Errorf("listed %+v", l)
 	}
 }

@@ -9,23 +9,66 @@ import (
 	"text/tabwriter"
 )
 
-func printList(w io.Writer, scs []scenario) {
+// expected is a row's expected figures as JSON, in scenarios.tsv's
+// notation ("-": not checked; "a|b": either).
+type expected struct {
+	ServerRequests string `json:"server_requests"`
+	Result         string `json:"result"`
+	Stop           string `json:"stop"`
+	Extra          string `json:"extra"`
+}
+
+func expectedOf(e expect) expected { return expected{e.requests, e.result, e.stop, e.extra} }
+
+// listed is a scenario as -list -json prints it.
+type listed struct {
+	ID       string   `json:"id"`
+	Setup    string   `json:"setup"`
+	Preset   string   `json:"preset"`
+	Stack    []string `json:"stack"`
+	Expected expected `json:"expected"`
+}
+
+func printList(w io.Writer, scs []scenario, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for _, sc := range scs {
+			stack := sc.stack
+			if stack == nil {
+				stack = defaultStack
+			}
+			if err := enc.Encode(listed{sc.id, sc.setup, sc.preset, stack, expectedOf(sc.want)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, sc := range scs {
 		fmt.Fprintf(tw, "%s\t%s\n", sc.id, sc.setup)
 	}
-	tw.Flush()
+	return tw.Flush()
 }
 
-// printJSON prints one object per row and line, in the shape the project's design
-// gives: id, server_requests, result, stop, planned_waits_ms, extra.
+// printJSON prints one object per row and line: the design's shape (id,
+// server_requests, result, stop, planned_waits_ms, extra: what was
+// measured), and what a machine needs to check it: the preset and stack
+// it ran under, the expected figures, whether they matched and how not.
 func printJSON(w io.Writer, rows []row) error {
 	enc := json.NewEncoder(w)
 	for _, r := range rows {
 		line := struct {
 			ID string `json:"id"`
 			figures
-		}{r.sc.id, r.got}
+			Preset     string   `json:"preset"`
+			Stack      string   `json:"stack"`
+			Expected   expected `json:"expected"`
+			Matched    bool     `json:"matched"`
+			Deviations []string `json:"deviations"`
+		}{r.sc.id, r.got, r.preset, r.stack, expectedOf(r.sc.want), len(r.deviations) == 0, r.deviations}
+		if line.Deviations == nil {
+			line.Deviations = []string{}
+		}
 		if err := enc.Encode(line); err != nil {
 			return err
 		}
