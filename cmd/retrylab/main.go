@@ -1,14 +1,17 @@
-// Command retrylab reproduces the seed documents' retry experiments against
-// an in-process fault server and prints what happened on the wire.
+// Command retrylab reproduces the retry experiments of five source
+// documents (docs/sources.md), and those of the capabilities built on
+// them, against in-process fault servers, and prints what happened on the
+// wire.
 //
 // Usage:
 //
-//	retrylab [-list] [-run REGEX] [-json] [-stack a,b,c] [-preset NAME] [-otlp URL]
+//	retrylab [-list] [-run REGEX] [-json] [-wide] [-stack a,b,c] [-preset NAME] [-otlp URL]
 //
-// With no flags it runs every row of the acceptance table (the seed rows),
-// each on a fresh client, and prints a table with the figure each row
-// expects beside the one it measured. -json
-// prints one JSON object per scenario and line instead. -stack and -preset
+// With no flags it runs every row of the acceptance table, each on a fresh
+// client, and prints them grouped by source system, each with what it
+// sets up and the figure it expects under the one it measured, within 120
+// columns (-wide: one line a row). -json prints one JSON object per
+// scenario and line instead. -stack and -preset
 // rerun the selected scenarios under another layer order or retry preset:
 // such runs are experiments, so rows that differ from the expected figures
 // are marked but do not fail the run.
@@ -41,6 +44,7 @@ type options struct {
 	preset         string   // "": each scenario's own
 	otlp           string   // OTLP/HTTP endpoint; "": no telemetry
 	experimentMode bool     // -stack or -preset given
+	wide           bool     // -wide: every column on one line
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -73,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if opts.json {
 		err = printJSON(stdout, rows)
 	} else {
-		err = printTable(stdout, rows, opts.experimentMode)
+		err = printTable(stdout, rows, opts.experimentMode, opts.wide)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "retrylab: %v\n", err)
@@ -95,13 +99,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // fix/) run when -run names them.
 const defaultRun = `^(seed\d+|chain|ratelimit|routes|breaker|hedge|writes)/`
 
-const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-stack a,b,c] [-preset NAME] [-otlp URL]
+const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-wide] [-stack a,b,c] [-preset NAME] [-otlp URL]
 
   -list          list the scenarios and exit
   -run REGEX     run the scenarios whose id matches REGEX (default: the
                  acceptance table's seed, chain, ratelimit, routes, breaker,
                  hedge and writes rows;
                  the lab's own base/ and fix/ rows run when named)
+  -wide          print the table with every column on one line per row
+                 (preset, stack, extra figures and the expected figure
+                 beside the measured ones), wider than a terminal
   -json          print one JSON object per scenario and line: what was
                  measured, the preset and stack, what was expected, and
                  whether it matched (with -list: the scenarios)
@@ -130,6 +137,7 @@ func parseFlags(args []string) (options, error) {
 	list := fs.Bool("list", false, "")
 	runRE := fs.String("run", defaultRun, "")
 	asJSON := fs.Bool("json", false, "")
+	wide := fs.Bool("wide", false, "")
 	stack := fs.String("stack", "", "")
 	preset := fs.String("preset", "", "")
 	otlpEndpoint := fs.String("otlp", "", "")
@@ -139,7 +147,7 @@ func parseFlags(args []string) (options, error) {
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	opts := options{list: *list, json: *asJSON, preset: *preset, otlp: *otlpEndpoint}
+	opts := options{list: *list, json: *asJSON, wide: *wide, preset: *preset, otlp: *otlpEndpoint}
 	if opts.otlp != "" {
 		if u, err := url.Parse(opts.otlp); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return options{}, fmt.Errorf("bad -otlp %q: want an http or https URL such as http://127.0.0.1:4318", opts.otlp)

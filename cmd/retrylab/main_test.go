@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
@@ -33,6 +34,14 @@ func TestDefaultRunReproducesEveryRow(t *testing.T) {
 	want := fmt.Sprintf("\n%d/%d scenarios reproduce\n", n, n)
 	if !strings.HasSuffix(out, want) {
 		t.Errorf("output does not end with %q:\n%s", want, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if n := utf8.RuneCountInString(line); n > 120 {
+			t.Errorf("a line of %d columns, more than a terminal's 120: %q", n, line)
+		}
+	}
+	if !strings.Contains(out, "seed000 — reqwest 0.13.5's retry module (Rust)") || !strings.Contains(out, "SERVER: the requests the server saw") {
+		t.Error("the table lacks its group lines or its legend")
 	}
 }
 
@@ -227,7 +236,7 @@ func TestPresetNone(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
-	if !strings.Contains(out, "none    redirect → cookies → transport") || strings.Contains(out, "cannot run") {
+	if !strings.Contains(out, "[none; redirect → cookies → transport]") || strings.Contains(out, "cannot run") {
 		t.Errorf("rows did not run without the retry layer:\n%s", out)
 	}
 }
@@ -285,5 +294,13 @@ func TestListJSON(t *testing.T) {
 	}
 	if l.ID != "seed000/default-get-503" || l.Preset != "reqwest-default" || len(l.Stack) != 3 || l.Expected.Result != "503" {
 		t.Errorf("listed %+v", l)
+	}
+}
+
+// -wide keeps every column on one line.
+func TestWide(t *testing.T) {
+	code, out, _ := runLab(t, "-wide", "-run", "^seed000/default-get-503$")
+	if code != 0 || !strings.Contains(out, "PRESET") || !strings.Contains(out, "SEED FIGURE") || !strings.Contains(out, "reqwest-default  redirect → cookies → retry → transport") {
+		t.Errorf("exit %d:\n%s", code, out)
 	}
 }

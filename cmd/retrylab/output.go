@@ -76,9 +76,100 @@ func printJSON(w io.Writer, rows []row) error {
 	return nil
 }
 
+// groups say, in one line, what each group of rows is about: the source
+// system it reproduces (docs/sources.md) or the capability it shows.
+var groups = map[string]string{
+	"seed000":   "reqwest 0.13.5's retry module (Rust): its client default, for_host and never",
+	"seed001":   "a careful hand-written client on Python's standard library",
+	"seed002":   "OpenAI Codex's model client (Rust): request and stream retries, fallback, auth refresh",
+	"seed003":   "reqwest with a custom retry-on-503 classifier: a POST resent, a cookie lost, the fixes",
+	"seed004":   "a careful GET-only client (Node.js): Retry-After, deadlines, cancellation, a lost write",
+	"chain":     "a chain of services, caller → S1 → S2 → S3: retrying at one layer (docs/cross-layer.md)",
+	"ratelimit": "rate-limit fields as hints, like Retry-After (docs/cross-layer.md)",
+	"routes":    "one policy per endpoint, in one place (docs/cross-layer.md)",
+	"breaker":   "a circuit breaker outside and inside the retry layer (docs/ordering.md)",
+	"hedge":     "hedged requests against a slow tail (docs/ordering.md)",
+	"writes":    "safe writes: automatic Idempotency-Key and the server's protocol (docs/safe-writes.md)",
+	"base":      "net/http alone, no retry layer",
+	"fix":       "the lab's own fixes of the seeds' pitfalls",
+}
+
+// legend explains the table's columns and notations.
+const legend = `SERVER: the requests the server saw, per operation of the row ("1×20,5": twenty operations
+  of 1 request, then one of 5); for a chain, what S1, S2 and S3 saw. RESULT: the final status, or
+  "error". STOP: the retry layer's stop reason. WAITS: the waits it planned, in ms. Under each row:
+  what the server does and what the client is set to do, then what the row expects: the source's
+  figure ("-": not checked; "a|b": either). -wide prints it all on one line, with the preset and
+  the stack.`
+
 // printTable prints the rows grouped by the part of their id before "/",
-// each with its check mark, then the notes and a summary line.
-func printTable(w io.Writer, rows []row, experiment bool) error {
+// each group under a line saying what it is, each row with its check
+// mark and, indented below it, its setup and expected figures (within 120
+// columns); then the notes, the legend and a summary line. wide prints
+// every column on one line instead.
+func printTable(w io.Writer, rows []row, experiment, wide bool) error {
+	if wide {
+		return printWide(w, rows, experiment)
+	}
+	// The columns are aligned across every row, the detail lines between
+	// them: widths first.
+	type cells struct{ id, server, result, stop, waits string }
+	cs := make([]cells, len(rows))
+	width := cells{"ID", "SERVER", "RESULT", "STOP", "WAITS"}
+	wid := [5]int{}
+	for i, r := range rows {
+		cs[i] = cells{r.sc.id, clip(runs(r.got.ServerRequests), 16), r.got.Result, dash(r.got.Stop), clip(dash(runs(r.got.PlannedWaitsMS)), 12)}
+		for j, c := range [5]string{cs[i].id, cs[i].server, cs[i].result, cs[i].stop, cs[i].waits} {
+			wid[j] = max(wid[j], len([]rune(c)))
+		}
+	}
+	for j, c := range [5]string{width.id, width.server, width.result, width.stop, width.waits} {
+		wid[j] = max(wid[j], len(c))
+	}
+	line := func(c [5]string, check string) {
+		fmt.Fprintf(w, "  %-*s  %-*s  %-*s  %-*s  %-*s  %s\n", wid[0], c[0], wid[1], c[1], wid[2], c[2], wid[3], c[3], wid[4], c[4], check)
+	}
+	var notes []string
+	group, ok := "", 0
+	for i, r := range rows {
+		if g, _, _ := strings.Cut(r.sc.id, "/"); g != group {
+			if group != "" {
+				fmt.Fprintln(w)
+			}
+			group = g
+			fmt.Fprintf(w, "%s — %s\n", g, groups[g])
+			line([5]string{width.id, width.server, width.result, width.stop, width.waits}, "CHECK")
+		}
+		check := "✓"
+		if len(r.deviations) > 0 {
+			check = "✗"
+		} else {
+			ok++
+		}
+		if r.sc.note != "" {
+			notes = append(notes, r.sc.note)
+			check += fmt.Sprintf(" [%d]", len(notes))
+		}
+		line([5]string{cs[i].id, cs[i].server, cs[i].result, cs[i].stop, cs[i].waits}, check)
+		detail := r.sc.setup
+		if experiment {
+			detail = "[" + r.preset + "; " + r.stack + "] " + detail
+		}
+		want := "expects " + r.sc.want.String()
+		if x := extra(r.got.Extra); x != "" {
+			want += "; measured " + x
+		}
+		for _, d := range append([]string{detail, want}, prefixed("✗ ", r.deviations)...) {
+			for _, l := range wrap(d, 112) {
+				fmt.Fprintf(w, "      %s\n", l)
+			}
+		}
+	}
+	return finish(w, rows, notes, ok, experiment, legend)
+}
+
+// printWide is the table on one line per row, every column.
+func printWide(w io.Writer, rows []row, experiment bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	var notes []string
 	group, ok := "", 0
@@ -107,11 +198,24 @@ func printTable(w io.Writer, rows []row, experiment bool) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	return finish(w, rows, notes, ok, experiment, "")
+}
+
+// finish prints the notes, the legend and the summary line.
+func finish(w io.Writer, rows []row, notes []string, ok int, experiment bool, legend string) error {
 	if len(notes) > 0 {
 		fmt.Fprintln(w)
 	}
 	for i, n := range notes {
-		fmt.Fprintf(w, "[%d] %s\n", i+1, n)
+		for j, line := range wrap(fmt.Sprintf("[%d] %s", i+1, n), 116) {
+			if j > 0 {
+				line = "    " + line
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+	if legend != "" {
+		fmt.Fprintf(w, "\n%s\n", legend)
 	}
 	verdict := "scenarios reproduce"
 	if experiment {
@@ -173,4 +277,41 @@ func compactRuns(list string) string {
 		xs = append(xs, n)
 	}
 	return runs(xs)
+}
+
+// wrap breaks s into lines of at most width runes, at spaces.
+func wrap(s string, width int) []string {
+	var lines []string
+	var cur []rune
+	for _, word := range strings.Fields(s) {
+		wr := []rune(word)
+		if len(cur) > 0 && len(cur)+1+len(wr) > width {
+			lines = append(lines, string(cur))
+			cur = nil
+		}
+		if len(cur) > 0 {
+			cur = append(cur, ' ')
+		}
+		cur = append(cur, wr...)
+	}
+	if len(cur) > 0 {
+		lines = append(lines, string(cur))
+	}
+	return lines
+}
+
+// clip shortens s to n runes, marking the cut.
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func prefixed(p string, xs []string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = p + x
+	}
+	return out
 }
