@@ -2,7 +2,8 @@
 # End-to-end telemetry check against a real Jaeger: build Jaeger once from
 # the tools module (cached outside the repo), start it on 127.0.0.1, export
 # chosen lab scenarios over OTLP/HTTP, check the traces Jaeger stored
-# (go test -tags jaeger ./telemetry), and stop Jaeger.
+# (go test -tags jaeger ./telemetry), and stop Jaeger. With TRACE_PICTURE
+# set, also redraw docs/img/retry-trace.svg from a trace Jaeger stored.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,3 +36,7 @@ echo "== lab -> OTLP"
 go run -tags otlp ./cmd/retrylab -otlp http://127.0.0.1:4318 -run "$scenarios"
 echo "== traces in Jaeger"
 JAEGER_QUERY=http://127.0.0.1:16686 JAEGER_OTLP=http://127.0.0.1:4318 go test -count=1 -tags jaeger -run 'TestJaeger' ./telemetry/
+if [ -n "${TRACE_PICTURE:-}" ]; then
+	echo "== docs/img/retry-trace.svg from the trace Jaeger stored"
+	go run ./cmd/charts waterfall http://127.0.0.1:16686 seed004/503-503-200 > docs/img/retry-trace.svg
+fi

@@ -4,6 +4,11 @@
 //
 //	go run ./cmd/retrylab -run '^chain/(naive|one)' -json | go run ./cmd/charts chain > docs/img/chain.svg
 //	(cd bench && go run ./cmd/compare -run storm -json) | go run ./cmd/charts storm > docs/img/storm.svg
+//	go run ./cmd/charts waterfall http://127.0.0.1:16686 seed004/503-503-200 > docs/img/retry-trace.svg
+//
+// The waterfall is a lab scenario's trace as a running Jaeger stored it,
+// read back through Jaeger's JSON API (scripts/jaeger-e2e.sh draws it with
+// TRACE_PICTURE set).
 package main
 
 import (
@@ -18,8 +23,19 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 4 && os.Args[1] == "waterfall" {
+		spans, err := fetchTrace(os.Args[2], "retrylab "+os.Args[3])
+		if err == nil {
+			err = waterfall(os.Stdout, "The trace of lab scenario "+os.Args[3]+", as Jaeger stored it", spans)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "charts:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) != 2 || (os.Args[1] != "chain" && os.Args[1] != "storm") {
-		fmt.Fprintln(os.Stderr, "usage: charts chain|storm < JSON lines > chart.svg")
+		fmt.Fprintln(os.Stderr, "usage: charts chain|storm < JSON lines > chart.svg\n       charts waterfall JAEGER_QUERY_URL SCENARIO_ID > trace.svg")
 		os.Exit(2)
 	}
 	var err error

@@ -38,3 +38,31 @@ func TestStorm(t *testing.T) {
 		t.Errorf("storm chart:\n%s", svg)
 	}
 }
+
+func TestWaterfall(t *testing.T) {
+	in := `{"data":[{"spans":[
+{"spanID":"r","operationName":"retrylab seed004/503-503-200","startTime":1000,"duration":90000,"references":[],"tags":[]},
+{"spanID":"o","operationName":"GET","startTime":1100,"duration":80000,"references":[{"refType":"CHILD_OF","spanID":"r"}],"tags":[{"key":"retrystack.stop_reason","value":"success"},{"key":"retrystack.attempts","value":3}],
+ "logs":[{"timestamp":20000,"fields":[{"key":"event","value":"retrystack.retry.backoff"}]}]},
+{"spanID":"a2","operationName":"GET","startTime":50000,"duration":1000,"references":[{"refType":"CHILD_OF","spanID":"o"}],"tags":[{"key":"span.kind","value":"client"},{"key":"http.response.status_code","value":503},{"key":"http.request.resend_count","value":1}]},
+{"spanID":"a1","operationName":"GET","startTime":1200,"duration":1000,"references":[{"refType":"CHILD_OF","spanID":"o"}],"tags":[{"key":"span.kind","value":"client"},{"key":"http.response.status_code","value":503}]}
+]}]}`
+	spans, err := parseTraces(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := waterfall(&out, "t", spans); err != nil {
+		t.Fatal(err)
+	}
+	svg := out.String()
+	// Rows in order: the root, the operation, the attempts by start time.
+	iRoot, iOp := strings.Index(svg, "retrylab seed004"), strings.Index(svg, "stop_reason=success")
+	iA1, iA2 := strings.Index(svg, "response.status_code=503<"), strings.Index(svg, "resend_count=1")
+	if iRoot < 0 || iOp < iRoot || iA1 < iOp || iA2 < iA1 || !strings.Contains(svg, "<circle") {
+		t.Errorf("waterfall:\n%s", svg)
+	}
+	if _, err := parseTraces(strings.NewReader(`{"data":[]}`)); err == nil {
+		t.Error("an empty answer drew a trace")
+	}
+}
