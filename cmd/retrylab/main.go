@@ -124,6 +124,8 @@ const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-wide] [-stack a,b,
                  exporter, left out of the default build to keep it fast:
                  go run -tags otlp ./cmd/retrylab -otlp URL
 
+The table: ` + legend + `
+
 Rows run under -stack or -preset are experiments: they are compared with
 the expected figures, but a difference does not fail the run.
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -151,7 +152,7 @@ func printTable(w io.Writer, rows []row, experiment, wide bool) error {
 			check += fmt.Sprintf(" [%d]", len(notes))
 		}
 		line([5]string{cs[i].id, cs[i].server, cs[i].result, cs[i].stop, cs[i].waits}, check)
-		detail := r.sc.setup
+		detail := describe(r.sc)
 		if experiment {
 			detail = "[" + r.preset + "; " + r.stack + "] " + detail
 		}
@@ -314,4 +315,27 @@ func prefixed(p string, xs []string) []string {
 		out[i] = p + x
 	}
 	return out
+}
+
+// paths say what the fault server's routes do, for readers of the table.
+var paths = []struct {
+	re    *regexp.Regexp
+	plain string
+}{
+	{regexp.MustCompile(`/s/(\d{3})\b`), "/s/$1 (always $1)"},
+	{regexp.MustCompile(`/fail/(\d+)/(\d{3})\b`), "/fail/$1/$2 ($2 for the first $1, then 200)"},
+	{regexp.MustCompile(`/abort\b`), "/abort (the server closes the connection without an answer)"},
+}
+
+// describe is a row's setup in plainer words: what its preset is and what
+// the server's routes do.
+func describe(sc scenario) string {
+	d := sc.setup
+	for _, p := range paths {
+		d = p.re.ReplaceAllString(d, p.plain)
+	}
+	if pr, ok := presetTable[sc.preset]; ok && strings.HasPrefix(d, "preset "+sc.preset) {
+		d = "preset " + sc.preset + " (" + pr.about + ")" + strings.TrimPrefix(d, "preset "+sc.preset)
+	}
+	return d
 }
