@@ -70,6 +70,19 @@ func TestIdempotencyKeys(t *testing.T) {
 		t.Error("the caller's request changed")
 	}
 
+	// An empty key is no key: it is given one.
+	k.seen = nil
+	req, _ = http.NewRequest("POST", srv.URL+"/orders", strings.NewReader("order"))
+	req.Header.Set("Idempotency-Key", "")
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(k.seen) == 0 || !uuid.MatchString(k.seen[0]) {
+		t.Errorf("an empty key: sent %q", k.seen)
+	}
+
 	k.seen = nil
 	req, _ = http.NewRequest("POST", srv.URL+"/orders", strings.NewReader("order"))
 	req.Header.Set("Idempotency-Key", "mine")

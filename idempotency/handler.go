@@ -91,6 +91,9 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 			return
 		}
 		key, present := parseKey(r.Header.Get(KeyHeader))
+		if !present { // the older name many APIs use
+			key, present = parseKey(r.Header.Get("X-Idempotency-Key"))
+		}
 		switch {
 		case !present && cfg.Required:
 			problem(w, http.StatusBadRequest, "Idempotency-Key is missing", "This operation requires an Idempotency-Key header.")
@@ -146,7 +149,11 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 		if !rw.wrote {
 			rw.WriteHeader(http.StatusOK)
 		}
-		cfg.Store.Complete(context.WithoutCancel(r.Context()), key, rw.record(), cfg.Keep)
+		done := rw.record()
+		done.Fingerprint = fp
+		// An error leaves no record (the response is sent already): a
+		// retry then runs the handler again, as after a crash.
+		cfg.Store.Complete(context.WithoutCancel(r.Context()), key, done, cfg.Keep)
 	})
 }
 

@@ -61,6 +61,15 @@ func TestProtocol(t *testing.T) {
 	if first.Header.Get(idempotency.ReplayedHeader) != "" {
 		t.Error("the first answer is marked as a replay")
 	}
+	// The older X-Idempotency-Key names the same key when Idempotency-Key
+	// is absent.
+	req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("apple"))
+	req.Header.Set("X-Idempotency-Key", "k1")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.Header.Get(idempotency.ReplayedHeader) != "true" {
+		t.Errorf("X-Idempotency-Key: %v, %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	for _, tt := range []struct {
 		name, key, body string
 		status          int

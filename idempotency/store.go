@@ -16,6 +16,9 @@ type Record struct {
 	// BodyKept is false when the body was larger than the handler's
 	// MaxStoredBody: a replay then has the status and headers only.
 	BodyKept bool
+	// Fingerprint is the request's the record answers: Complete stores it
+	// only over a claim with the same one.
+	Fingerprint string
 }
 
 // A Store keeps the keys of one service. It is safe for concurrent use.
@@ -25,7 +28,9 @@ type Store interface {
 	// of a completed request with the same key and fingerprint; or
 	// ErrInFlight, ErrMismatch or ErrFull.
 	Begin(ctx context.Context, key, fp string, lease time.Duration) (*Record, error)
-	// Complete stores rec under key, kept for keep, ending the claim.
+	// Complete stores rec under key, kept for keep, ending the claim. A
+	// key claimed since by a request with another fingerprint (the first
+	// one's lease ran out) is left to it: ErrMismatch.
 	Complete(ctx context.Context, key string, rec *Record, keep time.Duration) error
 	// Release gives up a claim whose request produced no response to keep
 	// (its handler panicked), so that a retry runs it again.
@@ -99,8 +104,11 @@ func (s *MemoryStore) Complete(_ context.Context, key string, rec *Record, keep 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.entries[key]
-	if !ok {
-		return errors.New("idempotency: Complete of a key not begun (its lease expired?)")
+	switch {
+	case !ok:
+		return errors.New("idempotency: Complete of a key not begun")
+	case e.fp != rec.Fingerprint:
+		return ErrMismatch
 	}
 	e.rec, e.expires = rec, s.now().Add(keep)
 	return nil

@@ -1,6 +1,9 @@
 package policy
 
-import "net/http"
+import (
+	"net/http"
+	"strings"
+)
 
 // idempotentMethod reports whether method is idempotent per RFC 9110 §9.2.2:
 // GET, HEAD, OPTIONS, TRACE, PUT and DELETE.
@@ -20,6 +23,16 @@ func Idempotent(req *http.Request) bool {
 }
 
 func hasIdempotencyKey(h http.Header) bool {
-	// Direct map reads: canonical keys, no allocation.
-	return len(h["Idempotency-Key"]) > 0 || len(h["X-Idempotency-Key"]) > 0
+	// Direct map reads: canonical keys, no allocation. An empty value is
+	// no key: a server cannot deduplicate by it.
+	return nonEmpty(h["Idempotency-Key"]) || nonEmpty(h["X-Idempotency-Key"])
+}
+
+func nonEmpty(vs []string) bool {
+	for _, v := range vs {
+		if strings.TrimSpace(strings.Trim(v, `" `)) != "" {
+			return true
+		}
+	}
+	return false
 }

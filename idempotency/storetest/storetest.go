@@ -22,7 +22,7 @@ func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
 	ctx := context.Background()
 	run := time.Now().UnixNano()
 	key := func(name string) string { return fmt.Sprintf("storetest-%d-%s", run, name) }
-	rec := &idempotency.Record{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":1}`), BodyKept: true}
+	rec := &idempotency.Record{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":1}`), BodyKept: true, Fingerprint: "fp"}
 
 	t.Run("claim, in flight, complete, replay", func(t *testing.T) {
 		s, k := newStore(t), key("flow")
@@ -81,6 +81,28 @@ func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
 				t.Fatalf("Begin after the lease: %v, %v", got, err)
 			}
 			time.Sleep(5 * time.Millisecond) // polling until the lease ends: no timing asserted
+		}
+	})
+
+	t.Run("a late Complete leaves a newer claim alone", func(t *testing.T) {
+		s, k := newStore(t), key("late")
+		s.Begin(ctx, k, "fp", 20*time.Millisecond) // the first request, whose lease runs out
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			got, err := s.Begin(ctx, k, "other", time.Minute) // another request takes the key
+			if err == nil && got == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the lease never ended: %v, %v", got, err)
+			}
+			time.Sleep(5 * time.Millisecond) // polling until the lease ends: no timing asserted
+		}
+		if err := s.Complete(ctx, k, rec, time.Minute); !errors.Is(err, idempotency.ErrMismatch) {
+			t.Errorf("the first request's late Complete: %v, want ErrMismatch", err)
+		}
+		if _, err := s.Begin(ctx, k, "other", time.Minute); !errors.Is(err, idempotency.ErrInFlight) {
+			t.Errorf("the newer claim after the late Complete: %v, want it still in flight", err)
 		}
 	})
 

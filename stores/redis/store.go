@@ -52,7 +52,7 @@ return 0
 
 func (s *Store) Begin(ctx context.Context, key, fp string, lease time.Duration) (*idempotency.Record, error) {
 	claim, _ := json.Marshal(value{FP: fp})
-	res, err := begin.Run(ctx, s.c, []string{s.prefix + key}, claim, lease.Milliseconds()).Text()
+	res, err := begin.Run(ctx, s.c, []string{s.prefix + key}, claim, max(lease.Milliseconds(), 1)).Text()
 	if errors.Is(err, goredis.Nil) {
 		return nil, nil // claimed
 	}
@@ -73,22 +73,25 @@ func (s *Store) Begin(ctx context.Context, key, fp string, lease time.Duration) 
 }
 
 func (s *Store) Complete(ctx context.Context, key string, rec *idempotency.Record, keep time.Duration) error {
-	// The fingerprint stays with the response: read it from the claim.
-	claimed, err := s.c.Get(ctx, s.prefix+key).Bytes()
-	if err != nil {
-		return fmt.Errorf("idempotency/redis: Complete of %q: %w", key, err)
-	}
-	var v value
-	if err := json.Unmarshal(claimed, &v); err != nil {
-		return fmt.Errorf("idempotency/redis: key %q: %w", key, err)
-	}
-	v.Done, v.Status, v.Header, v.Body, v.BodyKept = true, rec.Status, rec.Header, rec.Body, rec.BodyKept
-	done, _ := json.Marshal(v)
-	if err := s.c.Set(ctx, s.prefix+key, done, keep).Err(); err != nil {
+	done, _ := json.Marshal(value{FP: rec.Fingerprint, Done: true, Status: rec.Status, Header: rec.Header, Body: rec.Body, BodyKept: rec.BodyKept})
+	n, err := complete.Run(ctx, s.c, []string{s.prefix + key}, done, rec.Fingerprint, max(keep.Milliseconds(), 1)).Int()
+	switch {
+	case err != nil:
 		return fmt.Errorf("idempotency/redis: %w", err)
+	case n == 0:
+		return idempotency.ErrMismatch
 	}
 	return nil
 }
+
+// complete stores ARGV[1] under KEYS[1] for ARGV[3] ms unless the key is
+// claimed by another fingerprint than ARGV[2]; 1 when it stored.
+var complete = goredis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v and cjson.decode(v).fp ~= ARGV[2] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+return 1
+`)
 
 func (s *Store) Release(ctx context.Context, key string) error {
 	if err := release.Run(ctx, s.c, []string{s.prefix + key}).Err(); err != nil && !errors.Is(err, goredis.Nil) {
