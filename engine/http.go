@@ -76,7 +76,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ctx = &o.sends
 	}
 	f := facts{
-		replayable: req.Body == nil || req.Body == http.NoBody || req.GetBody != nil,
+		replayable: !o.hasBody() || req.GetBody != nil,
 		covered:    e.p.Scope.Covers(req),
 		idempotent: policy.Idempotent(req),
 	}
@@ -87,8 +87,12 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		f.deadline = o.deadline(e.p.Timeout)
 	}
 	resp, err := run[*http.Response](ctx, &o.outside, e, o, f, &o.rep)
-	if st := inbound.From(req.Context()); st != nil && !e.signals.Off && pushesBack(&o.rep) {
-		st.PushBack() // the service answering st's request tells its caller not to retry
+	// The cheap checks first: most operations push nothing back, and
+	// finding the inbound state walks the context chain.
+	if !e.signals.Off && pushesBack(&o.rep) {
+		if st := inbound.From(req.Context()); st != nil {
+			st.PushBack() // the service answering st's request tells its caller not to retry
+		}
 	}
 	return resp, err
 }
@@ -97,12 +101,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // the request and its header per operation, which every attempt starts
 // from.
 func withKey(req *http.Request) *http.Request {
-	mint := newKey
-	key := ""
+	var key string
 	if op := operation.From(req.Context()); op != nil {
-		key = op.IdempotencyKey(mint) // the same on every redirect hop
+		key = op.IdempotencyKey(newKey) // the same on every redirect hop
 	} else {
-		key = mint()
+		key = newKey()
 	}
 	r := req.Clone(req.Context())
 	r.Header.Set("Idempotency-Key", `"`+key+`"`) // an sf-string, as draft-ietf-httpapi-idempotency-key-header has it
