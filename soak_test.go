@@ -93,36 +93,22 @@ func TestSoak(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var next, returned atomic.Int64
-	var wg sync.WaitGroup
-	for range concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= total {
-					return
-				}
-				c, method, path := kinds[i%len(kinds)](i)
-				base := srv.URL()
-				if c == h2c {
-					base = h2.URL()
-				}
-				var body io.Reader
-				if method == "POST" {
-					body = strings.NewReader("order")
-				}
-				req, _ := http.NewRequestWithContext(ctx, method, base+path, body)
-				if resp, err := c.Do(req); err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-				returned.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
+	returned := work(total, concurrency, func(i int) {
+		c, method, path := kinds[i%len(kinds)](i)
+		base := srv.URL()
+		if c == h2c {
+			base = h2.URL()
+		}
+		var body io.Reader
+		if method == "POST" {
+			body = strings.NewReader("order")
+		}
+		req, _ := http.NewRequestWithContext(ctx, method, base+path, body)
+		if resp, err := c.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
 	if ctx.Err() != nil {
 		t.Fatalf("the soak ran past its own deadline: %d of %d operations returned", returned.Load(), total)
 	}
@@ -202,40 +188,27 @@ func TestSoakHedged(t *testing.T) {
 	paths := []string{"/slow/headers?every=3&delay=20ms&key=s", "/fail/1/503?key=f%d", "/s/200", "/redirect/302/2", "POST /abort?key=p%d"}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var next, returned, hedged atomic.Int64
-	var wg sync.WaitGroup
-	for range concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= total {
-					return
+	var hedged atomic.Int64
+	returned := work(total, concurrency, func(i int) {
+		method, path := "GET", paths[i%len(paths)]
+		var body io.Reader
+		if m, rest, ok := strings.Cut(path, " "); ok {
+			method, path, body = m, rest, strings.NewReader("order")
+		}
+		if strings.Contains(path, "%d") {
+			path = fmt.Sprintf(path, i)
+		}
+		req, _ := http.NewRequestWithContext(ctx, method, srv.URL()+path, body)
+		if resp, err := c.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if rep := engine.ReportOf(resp); rep != nil {
+				for _, a := range rep.Attempts {
+					hedged.Add(int64(a.Hedges))
 				}
-				method, path := "GET", paths[i%len(paths)]
-				var body io.Reader
-				if m, rest, ok := strings.Cut(path, " "); ok {
-					method, path, body = m, rest, strings.NewReader("order")
-				}
-				if strings.Contains(path, "%d") {
-					path = fmt.Sprintf(path, i)
-				}
-				req, _ := http.NewRequestWithContext(ctx, method, srv.URL()+path, body)
-				if resp, err := c.Do(req); err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if rep := engine.ReportOf(resp); rep != nil {
-						for _, a := range rep.Attempts {
-							hedged.Add(int64(a.Hedges))
-						}
-					}
-				}
-				returned.Add(1)
 			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 	if got := returned.Load(); got != total || ctx.Err() != nil {
 		t.Fatalf("%d of %d operations returned", got, total)
 	}
@@ -274,4 +247,27 @@ func waitClosed(t *testing.T, srv *faultserver.Server, c *http.Client) {
 		c.CloseIdleConnections()
 		runtime.Gosched()
 	}
+}
+
+// work runs op for 0..total-1, concurrency at a time, and returns how many
+// returned.
+func work(total, concurrency int, op func(i int)) *atomic.Int64 {
+	var next, returned atomic.Int64
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= total {
+					return
+				}
+				op(i)
+				returned.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return &returned
 }
