@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -225,9 +226,10 @@ func TestConfigReachesTheEngine(t *testing.T) {
 	}
 }
 
-// http.Client.Timeout over the stack: net/http replaces the stack's error
-// with its own, so ReportFrom finds nothing; the report still reaches
-// OnGiveUp. Policy.Timeout is the knob that keeps it in the error.
+// http.Client.Timeout over the stack: when net/http's timer fires first it
+// replaces the stack's error with its own, so ReportFrom may find nothing;
+// the error is a timeout either way and the report always reaches OnGiveUp.
+// Policy.Timeout is the knob that keeps the report in the error.
 func TestClientTimeoutAndTheReport(t *testing.T) {
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -249,11 +251,16 @@ func TestClientTimeoutAndTheReport(t *testing.T) {
 	}
 	c.Timeout = 50 * time.Millisecond
 	_, err = c.Get(srv.URL)
-	if err == nil || !strings.Contains(err.Error(), "Client.Timeout") {
-		t.Fatalf("error %v, want net/http's Client.Timeout error", err)
+	// Two clocks end at the same instant: net/http's timer (its error says
+	// "Client.Timeout exceeded") and the context deadline it set (the
+	// stack's *engine.Error comes back, inside net/http's *url.Error).
+	// Either way the caller must see a timeout.
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("error %v: want a net.Error whose Timeout() is true", err)
 	}
-	if rep := engine.ReportFrom(err); rep != nil {
-		t.Errorf("ReportFrom found %v: net/http no longer drops the stack's error; update README", rep)
+	if rep := engine.ReportFrom(err); rep != nil && rep.Stop != policy.StopDeadline {
+		t.Errorf("ReportFrom(%v).Stop = %s, want deadline", err, rep.Stop)
 	}
 	if rep := gaveUp.Load(); rep == nil || rep.Stop != policy.StopDeadline {
 		t.Errorf("OnGiveUp got %v, want the report with stop deadline", rep)

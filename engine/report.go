@@ -129,6 +129,14 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// Timeout reports whether the operation ran out of time: its Policy.Timeout,
+// its context's deadline or an attempt's timeout ended it. net/http's
+// url.Error asks this, so an http.Client.Timeout over a stack reads as a
+// timeout whichever clock fires first: net/http's timer or the context's.
+func (e *Error) Timeout() bool {
+	return e.Report.Stop == policy.StopDeadline || e.Report.Stop == policy.StopAttemptTimeout
+}
+
 // ExhaustedError is returned, when Config.FailOnExhausted is set, instead of
 // a response the policy wanted to retry but could not: the "Ok(503)" an
 // unwary caller would take for success.
