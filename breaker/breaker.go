@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,12 +69,26 @@ type Config struct {
 	// own).
 	Failure func(resp *http.Response, err error) bool
 	// OnChange is called, outside the breaker's locks, on each state
-	// change.
+	// change, in the order the changes happened (a circuit's changes
+	// are delivered one at a time, by whichever request finds them
+	// waiting).
 	OnChange func(key string, from, to State)
+	// MaxCircuits bounds how many circuits the breaker keeps; 0 means
+	// DefaultMaxCircuits. A closed circuit with nothing in flight and no
+	// failure to remember is forgotten whenever room is needed (it is the
+	// same as a new one); when that is not enough, a circuit with nothing
+	// in flight is forgotten at random. Circuits with requests in flight
+	// are kept, so the bound can be passed by as many keys as there are
+	// requests in flight.
+	MaxCircuits int
 	// Now and Rand are replaced by tests; nil: time.Now and math/rand/v2.
 	Now  func() time.Time
 	Rand func() float64
 }
+
+// DefaultMaxCircuits is the most circuits a breaker keeps when
+// Config.MaxCircuits is 0.
+const DefaultMaxCircuits = 10_000
 
 // OpenError is what a request gets when its circuit is open, or half-open
 // with its probes in flight: nothing was sent. It matches the retry
@@ -98,6 +114,7 @@ type Breaker struct {
 	cfg      Config
 	mu       sync.RWMutex
 	circuits map[string]*circuit
+	added    int // circuits made since the last sweep
 }
 
 // New returns a breaker for cfg, or an error naming a bad field.
@@ -109,8 +126,8 @@ func New(cfg Config) (*Breaker, error) {
 		return nil, errors.New("breaker: negative Window or OpenFor")
 	case cfg.Window > 0 && cfg.Window < minWindow:
 		return nil, fmt.Errorf("breaker: Window %v is below %v", cfg.Window, minWindow)
-	case cfg.MinCalls < 0, cfg.Probes < 0:
-		return nil, errors.New("breaker: negative MinCalls or Probes")
+	case cfg.MinCalls < 0, cfg.Probes < 0, cfg.MaxCircuits < 0:
+		return nil, errors.New("breaker: negative MinCalls, Probes or MaxCircuits")
 	case cfg.Jitter > 1 || math.IsNaN(cfg.Jitter):
 		return nil, fmt.Errorf("breaker: Jitter %v is above 1", cfg.Jitter)
 	}
@@ -131,6 +148,9 @@ func New(cfg Config) (*Breaker, error) {
 	}
 	if cfg.Probes == 0 {
 		cfg.Probes = 1
+	}
+	if cfg.MaxCircuits == 0 {
+		cfg.MaxCircuits = DefaultMaxCircuits
 	}
 	if cfg.Failure == nil {
 		cfg.Failure = failure
@@ -164,9 +184,11 @@ func (b *Breaker) Layer() middleware.Layer {
 
 // State returns the state of key's circuit.
 func (b *Breaker) State(key string) State {
-	c := b.lookup(key, false)
+	b.mu.RLock()
+	c := b.circuits[key]
+	b.mu.RUnlock()
 	if c == nil {
-		return Closed
+		return Closed // never seen, or forgotten: a new circuit is closed
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -180,27 +202,92 @@ func failure(resp *http.Response, err error) bool {
 	return resp.StatusCode >= 500
 }
 
+// key names req's circuit. The default is the URL's host as a server
+// would see it: "API.example.com", "api.example.com" and
+// "api.example.com:443" (for https) are one circuit.
 func (b *Breaker) key(req *http.Request) string {
 	if b.cfg.Key != nil {
 		return b.cfg.Key(req)
 	}
-	return req.URL.Host
+	return hostKey(req.URL)
 }
 
-func (b *Breaker) lookup(key string, create bool) *circuit {
-	b.mu.RLock()
-	c := b.circuits[key]
-	b.mu.RUnlock()
-	if c != nil || !create {
-		return c
+// hostKey is u's host in lower case, without the scheme's default port.
+func hostKey(u *url.URL) string {
+	h := strings.ToLower(u.Host) // no copy when it is lower case already
+	if port := u.Port(); (port == "443" && u.Scheme == "https") || (port == "80" && u.Scheme == "http") {
+		h = h[:len(h)-len(port)-1]
 	}
+	return h
+}
+
+// admit finds key's circuit and admits one request to it: a circuit
+// found but forgotten meanwhile is not used.
+func (b *Breaker) admit(key string, now time.Time) (*circuit, admission, stateChange, time.Time, bool) {
+	for {
+		b.mu.RLock()
+		c := b.circuits[key]
+		b.mu.RUnlock()
+		if c == nil {
+			c = b.insert(key, now)
+		}
+		if adm, ch, until, ok, live := c.admit(&b.cfg, now); live {
+			return c, adm, ch, until, ok
+		}
+	}
+}
+
+// insert returns key's circuit, making it, and making room for it, if it
+// is missing.
+func (b *Breaker) insert(key string, now time.Time) *circuit {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if c = b.circuits[key]; c == nil {
-		c = &circuit{buckets: make([]bucket, windowBuckets)}
-		b.circuits[key] = c
+	if c := b.circuits[key]; c != nil {
+		return c
 	}
+	if b.added >= len(b.circuits)/2+64 {
+		// Sweep every so often, its cost spread over the circuits made
+		// since the last sweep, so that keys that come and go are
+		// forgotten before the bound is reached.
+		b.sweep(now)
+	}
+	for len(b.circuits) >= b.cfg.MaxCircuits && b.evict() {
+	}
+	c := &circuit{}
+	b.circuits[key] = c
+	b.added++
 	return c
+}
+
+// sweep forgets the circuits that are the same as new ones.
+func (b *Breaker) sweep(now time.Time) {
+	b.added = 0
+	for key, c := range b.circuits {
+		c.mu.Lock()
+		if c.idle(&b.cfg, now) {
+			c.forget()
+			delete(b.circuits, key)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// evict forgets one circuit with nothing in flight, the first the map's
+// random order gives; false when every circuit has requests in flight.
+func (b *Breaker) evict() bool {
+	for key, c := range b.circuits {
+		c.mu.Lock()
+		ok := c.inflight == 0
+		if ok {
+			c.forget()
+			delete(b.circuits, key)
+		}
+		c.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 type transport struct {
@@ -210,36 +297,54 @@ type transport struct {
 
 func (t *transport) CloseIdleConnections() { wire.CloseIdle(t.next) }
 
-func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *transport) RoundTrip(req *http.Request) (resp *http.Response, err error) {
 	b := t.b
 	key := b.key(req)
-	c := b.lookup(key, true)
-	now := b.cfg.Now()
-	probe, change, until, ok := c.admit(&b.cfg, now)
-	b.changed(req.Context(), key, change)
+	c, adm, change, until, ok := b.admit(key, b.cfg.Now())
+	b.changed(req.Context(), c, key, change)
 	if !ok {
 		if req.Body != nil {
 			req.Body.Close() // a RoundTripper closes the body, sent or not
 		}
 		return nil, &OpenError{Key: key, Until: until}
 	}
-	resp, err := wire.RoundTrip(t.next, req)
+	recorded, returned := false, false
+	defer func() {
+		if returned {
+			return
+		}
+		// A panic below (a hook, another layer) or in OnChange: the
+		// request gives its place back, counting for nothing, or a
+		// half-open circuit would keep its probe slot for ever; an
+		// answer nobody will get is closed.
+		if !recorded {
+			c.release(adm)
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+	}()
+	resp, err = wire.RoundTrip(t.next, req)
 	if err != nil && errors.Is(err, context.Canceled) && req.Context().Err() != nil {
-		b.changed(req.Context(), key, c.release(probe)) // the caller's: neither success nor failure
+		c.release(adm) // the caller's: neither success nor failure
+		recorded, returned = true, true
 		return nil, err
 	}
-	failed := b.cfg.Failure(resp, err)
-	b.changed(req.Context(), key, c.record(&b.cfg, b.cfg.Now(), probe, failed))
+	ch := c.record(&b.cfg, b.cfg.Now(), adm, b.cfg.Failure(resp, err))
+	recorded = true
+	b.changed(req.Context(), c, key, ch)
+	returned = true
 	return resp, err
 }
 
-// changed reports a state change to the hook and the request's span.
-func (b *Breaker) changed(ctx context.Context, key string, ch stateChange) {
+// changed reports a state change to the request's span, and any waiting
+// change of c's to the hook.
+func (b *Breaker) changed(ctx context.Context, c *circuit, key string, ch stateChange) {
 	if ch.from == ch.to {
 		return
 	}
 	if b.cfg.OnChange != nil {
-		b.cfg.OnChange(key, ch.from, ch.to)
+		c.report(key, b.cfg.OnChange)
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.AddEvent(EventStateChange, trace.WithAttributes(
@@ -259,73 +364,105 @@ const windowBuckets = 10
 // minWindow is the shortest Window: its buckets must be at least 1 ms.
 const minWindow = windowBuckets * time.Millisecond
 
-type bucket struct {
-	start          time.Time
-	calls, failing int
-}
-
 // circuit is one key's state.
 type circuit struct {
 	mu          sync.Mutex
 	state       State
+	period      uint64 // bumped by every state change: an admission counts only in its own period
 	consecutive int
 	openUntil   time.Time
-	probes      int // in flight, half-open
-	probed      int // probes that succeeded, half-open
-	buckets     []bucket
+	probes      int  // in flight, half-open
+	probed      int  // probes that succeeded, half-open
+	inflight    int  // admitted, not yet recorded or released
+	forgotten   bool // removed from the breaker's map: admits nobody
+	window      window
+
+	// Changes waiting for OnChange, in order, and whether a request is
+	// delivering them.
+	pending   []stateChange
+	reporting bool
 }
 
-// admit decides whether a request may pass; probe marks a half-open probe.
-func (c *circuit) admit(cfg *Config, now time.Time) (probe bool, ch stateChange, until time.Time, ok bool) {
+// An admission is one request let through, and the period that let it.
+type admission struct {
+	period uint64
+	probe  bool // a half-open probe
+}
+
+// admit decides whether a request may pass. live is false for a circuit
+// forgotten meanwhile: the request must find the current one.
+func (c *circuit) admit(cfg *Config, now time.Time) (adm admission, ch stateChange, until time.Time, ok, live bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.forgotten {
+		return adm, ch, until, false, false
+	}
 	ch = stateChange{c.state, c.state}
 	if c.state == Open {
 		if now.Before(c.openUntil) {
-			return false, ch, c.openUntil, false
+			return adm, ch, c.openUntil, false, true
 		}
-		c.state, c.probes, c.probed = HalfOpen, 0, 0
+		c.set(cfg, HalfOpen)
+		c.probes, c.probed = 0, 0
 		ch.to = HalfOpen
 	}
 	if c.state == HalfOpen {
 		if c.probes >= cfg.Probes {
-			return false, ch, time.Time{}, false
+			return adm, ch, time.Time{}, false, true
 		}
 		c.probes++
-		return true, ch, time.Time{}, true
+		adm.probe = true
 	}
-	return false, ch, time.Time{}, true
+	c.inflight++
+	adm.period = c.period
+	return adm, ch, time.Time{}, true, true
 }
 
-// release gives back a probe whose result counts for nothing.
-func (c *circuit) release(probe bool) stateChange {
+// set moves c to state, starting a new period, and queues the change for
+// OnChange.
+func (c *circuit) set(cfg *Config, state State) {
+	if cfg.OnChange != nil {
+		c.pending = append(c.pending, stateChange{c.state, state})
+	}
+	c.state = state
+	c.period++
+}
+
+// release gives back an admission whose result counts for nothing.
+func (c *circuit) release(adm admission) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if probe && c.state == HalfOpen {
+	c.inflight--
+	if adm.probe && adm.period == c.period {
 		c.probes--
 	}
-	return stateChange{c.state, c.state}
 }
 
-// record counts a result and returns the state change it caused.
-func (c *circuit) record(cfg *Config, now time.Time, probe, failed bool) stateChange {
+// record counts a result and returns the state change it caused. A result
+// of an earlier period (admitted before the circuit last changed) changes
+// nothing: it neither frees a probe slot of the new period nor counts in it.
+func (c *circuit) record(cfg *Config, now time.Time, adm admission, failed bool) stateChange {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.inflight--
 	ch := stateChange{c.state, c.state}
+	if adm.period != c.period {
+		return ch
+	}
 	switch c.state {
 	case HalfOpen:
-		if !probe {
-			return ch
-		}
 		c.probes--
 		if failed {
 			c.open(cfg, now)
 		} else if c.probed++; c.probed >= cfg.Probes {
-			c.state, c.consecutive = Closed, 0
-			clear(c.buckets)
+			c.set(cfg, Closed)
+			c.consecutive = 0
+			c.window = window{}
 		}
 	case Closed:
-		c.count(cfg, now, failed)
+		if cfg.Rate > 0 {
+			c.window.count(cfg.Window, now, failed)
+		}
 		if failed {
 			c.consecutive++
 		} else {
@@ -334,47 +471,140 @@ func (c *circuit) record(cfg *Config, now time.Time, probe, failed bool) stateCh
 		if (cfg.Consecutive > 0 && c.consecutive >= cfg.Consecutive) || c.rateExceeded(cfg, now) {
 			c.open(cfg, now)
 		}
-	case Open: // a request admitted before the circuit opened
 	}
 	ch.to = c.state
 	return ch
 }
 
 func (c *circuit) open(cfg *Config, now time.Time) {
-	d := cfg.OpenFor
-	if cfg.Jitter > 0 {
-		d += time.Duration(cfg.Jitter * cfg.Rand() * float64(cfg.OpenFor))
-	}
-	c.state, c.openUntil, c.consecutive = Open, now.Add(d), 0
+	c.set(cfg, Open)
+	c.openUntil, c.consecutive = now.Add(openFor(cfg)), 0
 }
 
-// count adds a call to the window's current bucket.
-func (c *circuit) count(cfg *Config, now time.Time, failed bool) {
-	if cfg.Rate <= 0 {
-		return
+// openFor is OpenFor plus its jitter, whatever Rand returns and however
+// long OpenFor is.
+func openFor(cfg *Config) time.Duration {
+	if cfg.Jitter <= 0 {
+		return cfg.OpenFor
 	}
-	width := cfg.Window / windowBuckets
-	start := now.Truncate(width)
-	i := int(start.UnixNano()/int64(width)) % windowBuckets
-	if !c.buckets[i].start.Equal(start) {
-		c.buckets[i] = bucket{start: start}
+	r := cfg.Rand()
+	if !(r > 0) { // NaN too
+		return cfg.OpenFor
 	}
-	c.buckets[i].calls++
-	if failed {
-		c.buckets[i].failing++
+	j := cfg.Jitter * min(r, 1) * float64(cfg.OpenFor)
+	if j >= float64(math.MaxInt64-cfg.OpenFor) {
+		return math.MaxInt64
 	}
+	return cfg.OpenFor + time.Duration(j)
 }
 
 func (c *circuit) rateExceeded(cfg *Config, now time.Time) bool {
 	if cfg.Rate <= 0 {
 		return false
 	}
-	calls, failing := 0, 0
-	for _, b := range c.buckets {
-		if now.Sub(b.start) < cfg.Window {
-			calls += b.calls
-			failing += b.failing
-		}
-	}
+	calls, failing := c.window.sum(cfg.Window, now)
 	return calls >= cfg.MinCalls && float64(failing) >= cfg.Rate*float64(calls)
+}
+
+// idle reports whether c is the same as a new circuit: closed, nothing in
+// flight, no failure it would remember.
+func (c *circuit) idle(cfg *Config, now time.Time) bool {
+	if c.state != Closed || c.inflight > 0 || c.consecutive > 0 || c.reporting || len(c.pending) > 0 {
+		return false
+	}
+	_, failing := c.window.sum(cfg.Window, now)
+	return failing == 0
+}
+
+// forget marks c as no longer the breaker's: a request that found it
+// before it was removed finds the current circuit instead.
+func (c *circuit) forget() { c.forgotten = true }
+
+// report delivers c's waiting changes to onChange in order, outside c's
+// lock, unless another request is delivering them already. An onChange
+// that panics leaves the rest to the next report.
+func (c *circuit) report(key string, onChange func(key string, from, to State)) {
+	c.mu.Lock()
+	if c.reporting {
+		c.mu.Unlock()
+		return
+	}
+	c.reporting = true
+	for len(c.pending) > 0 {
+		ch := c.pending[0]
+		c.pending = c.pending[1:]
+		c.mu.Unlock()
+		c.deliver(key, onChange, ch)
+		c.mu.Lock()
+	}
+	c.pending, c.reporting = nil, false
+	c.mu.Unlock()
+}
+
+// deliver calls onChange outside c's lock; if it panics, c can report
+// again.
+func (c *circuit) deliver(key string, onChange func(key string, from, to State), ch stateChange) {
+	done := false
+	defer func() {
+		if !done {
+			c.mu.Lock()
+			c.reporting = false
+			c.mu.Unlock()
+		}
+	}()
+	onChange(key, ch.from, ch.to)
+	done = true
+}
+
+// window counts the calls and failures of about the last Window in
+// windowBuckets buckets, the newest at head. Any clock value works: one
+// that stands still, starts at the zero time or goes back (its calls
+// count in the newest bucket).
+type window struct {
+	buckets [windowBuckets]bucket
+	head    int
+	start   time.Time // the head bucket's
+	started bool
+}
+
+type bucket struct{ calls, failing int }
+
+// roll makes now's bucket the head, clearing the buckets it passes.
+func (w *window) roll(size time.Duration, now time.Time) {
+	width := size / windowBuckets
+	if !w.started {
+		w.start, w.started = now, true
+		return
+	}
+	d := now.Sub(w.start) // saturates: never overflows
+	if d < width {
+		return
+	}
+	steps := d / width
+	if steps >= windowBuckets {
+		w.buckets, w.start = [windowBuckets]bucket{}, now
+		return
+	}
+	for range steps {
+		w.head = (w.head + 1) % windowBuckets
+		w.buckets[w.head] = bucket{}
+	}
+	w.start = w.start.Add(steps * width)
+}
+
+func (w *window) count(size time.Duration, now time.Time, failed bool) {
+	w.roll(size, now)
+	w.buckets[w.head].calls++
+	if failed {
+		w.buckets[w.head].failing++
+	}
+}
+
+func (w *window) sum(size time.Duration, now time.Time) (calls, failing int) {
+	w.roll(size, now)
+	for _, b := range w.buckets {
+		calls += b.calls
+		failing += b.failing
+	}
+	return calls, failing
 }
