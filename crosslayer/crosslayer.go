@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -72,11 +73,18 @@ type Config struct {
 // Handler consumes the two request headers: next (a proxy) does not see
 // them. One that does not parse, or is negative, is ignored; a huge one is
 // capped. A caller that sends no Timeout header gets no deadline from
-// Handler. The ResponseWriter passed to next implements http.Flusher,
-// http.Hijacker (an upgraded connection is the handler's, without pushback)
-// and Unwrap, so http.ResponseController reaches the original. A handler
-// that writes its status before its outbound calls are done cannot carry a
-// pushback: the header goes out with the status.
+// Handler.
+//
+// The ResponseWriter passed to next implements exactly those of
+// http.Flusher, http.Hijacker, io.ReaderFrom and http.Pusher that the
+// server's writer implements — over HTTP/1.1 all but Pusher (so io.Copy from
+// an *os.File still uses sendfile), over HTTP/2 Flusher and Pusher but not
+// Hijacker — and always Unwrap, so http.ResponseController reaches the
+// original (deadlines, full duplex). It does not implement the deprecated
+// http.CloseNotifier: use the request's context. A hijacked connection is
+// the handler's, without pushback. A handler that writes its status before
+// its outbound calls are done cannot carry a pushback: the header goes out
+// with the status.
 func Handler(next http.Handler, cfg Config) http.Handler {
 	if cfg.Signals.Off {
 		return next
@@ -100,7 +108,7 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 		r.Header.Del(attemptName)
 		r.Header.Del(timeoutName)
 		pw := &pushbackWriter{ResponseWriter: w, st: st, name: shouldRetryName}
-		next.ServeHTTP(pw, r.WithContext(inbound.With(ctx, st)))
+		next.ServeHTTP(pw.writer(optional(w)), r.WithContext(inbound.With(ctx, st)))
 	})
 }
 
@@ -165,7 +173,9 @@ func parseTimeout(v string, limit time.Duration) (time.Duration, bool) {
 }
 
 // pushbackWriter adds ShouldRetry: false to an overload response once a
-// retry layer serving the request pushed back.
+// retry layer serving the request pushed back. Every method that may send
+// the header goes through its WriteHeader. Handlers get it only through
+// writer, which hides the methods the original writer lacks.
 type pushbackWriter struct {
 	http.ResponseWriter
 	st    *inbound.State
@@ -190,12 +200,21 @@ func (w *pushbackWriter) Write(p []byte) (int, error) {
 	return w.ResponseWriter.Write(p)
 }
 
-// Flush flushes the original writer if it can (http.Flusher).
+// ReadFrom keeps the original's io.ReaderFrom, which io.Copy uses: over
+// HTTP/1.1 it sends an *os.File with sendfile.
+func (w *pushbackWriter) ReadFrom(r io.Reader) (int64, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.(io.ReaderFrom).ReadFrom(r)
+}
+
+// Flush flushes the original writer (http.Flusher).
 func (w *pushbackWriter) Flush() { w.FlushError() }
 
 // FlushError flushes the original writer and returns its error, as
-// http.ResponseController.Flush does: http.ErrNotSupported when it cannot
-// flush, a write error once the client is gone.
+// http.ResponseController.Flush does: a write error once the client is
+// gone.
 func (w *pushbackWriter) FlushError() error {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
@@ -203,13 +222,162 @@ func (w *pushbackWriter) FlushError() error {
 	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
-// Hijack hands the connection over, as the original writer does
-// (http.Hijacker, which WebSocket libraries assert): an upgrade is the
-// handler's, and carries no pushback.
+// Hijack hands the connection over (http.Hijacker, which WebSocket
+// libraries assert): an upgrade is the handler's, and carries no pushback.
 func (w *pushbackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	w.wrote = true
-	return http.NewResponseController(w.ResponseWriter).Hijack()
+	return w.ResponseWriter.(http.Hijacker).Hijack()
 }
 
-// Unwrap returns the original writer, for http.ResponseController.
+// Push starts an HTTP/2 server push (http.Pusher); it sends no status.
+func (w *pushbackWriter) Push(target string, opts *http.PushOptions) error {
+	return w.ResponseWriter.(http.Pusher).Push(target, opts)
+}
+
+// Unwrap returns the original writer, for http.ResponseController. (An
+// original that is no Flusher but flushes through its own Unwrap gets a
+// ResponseController Flush this way, without the pushback header.)
 func (w *pushbackWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// The optional interfaces of a ResponseWriter that Handler keeps, as bits.
+const (
+	isFlusher = 1 << iota
+	isHijacker
+	isReaderFrom
+	isPusher
+)
+
+// optional returns which of them w implements.
+func optional(w http.ResponseWriter) int {
+	has := 0
+	if _, ok := w.(http.Flusher); ok {
+		has |= isFlusher
+	}
+	if _, ok := w.(http.Hijacker); ok {
+		has |= isHijacker
+	}
+	if _, ok := w.(io.ReaderFrom); ok {
+		has |= isReaderFrom
+	}
+	if _, ok := w.(http.Pusher); ok {
+		has |= isPusher
+	}
+	return has
+}
+
+// The parts writer assembles a handler's writer from, each backed by the
+// one *pushbackWriter.
+type (
+	baseWriter interface {
+		http.ResponseWriter
+		Unwrap() http.ResponseWriter
+	}
+	flusher interface {
+		http.Flusher
+		FlushError() error // what ResponseController calls, for the error
+	}
+)
+
+// writer returns w with exactly the optional interfaces in has (those of
+// the original writer), so that next's type assertions, and io.Copy's and
+// ResponseController's, answer as they would without Handler: a writer
+// that claims Hijacker over HTTP/2 breaks WebSocket libraries, one that
+// hides ReaderFrom loses sendfile.
+func (w *pushbackWriter) writer(has int) http.ResponseWriter {
+	switch has {
+	case isFlusher:
+		return struct {
+			baseWriter
+			flusher
+		}{w, w}
+	case isHijacker:
+		return struct {
+			baseWriter
+			http.Hijacker
+		}{w, w}
+	case isFlusher | isHijacker:
+		return struct {
+			baseWriter
+			flusher
+			http.Hijacker
+		}{w, w, w}
+	case isReaderFrom:
+		return struct {
+			baseWriter
+			io.ReaderFrom
+		}{w, w}
+	case isFlusher | isReaderFrom:
+		return struct {
+			baseWriter
+			flusher
+			io.ReaderFrom
+		}{w, w, w}
+	case isHijacker | isReaderFrom:
+		return struct {
+			baseWriter
+			http.Hijacker
+			io.ReaderFrom
+		}{w, w, w}
+	case isFlusher | isHijacker | isReaderFrom: // HTTP/1.1
+		return struct {
+			baseWriter
+			flusher
+			http.Hijacker
+			io.ReaderFrom
+		}{w, w, w, w}
+	case isPusher:
+		return struct {
+			baseWriter
+			http.Pusher
+		}{w, w}
+	case isFlusher | isPusher: // HTTP/2
+		return struct {
+			baseWriter
+			flusher
+			http.Pusher
+		}{w, w, w}
+	case isHijacker | isPusher:
+		return struct {
+			baseWriter
+			http.Hijacker
+			http.Pusher
+		}{w, w, w}
+	case isFlusher | isHijacker | isPusher:
+		return struct {
+			baseWriter
+			flusher
+			http.Hijacker
+			http.Pusher
+		}{w, w, w, w}
+	case isReaderFrom | isPusher:
+		return struct {
+			baseWriter
+			io.ReaderFrom
+			http.Pusher
+		}{w, w, w}
+	case isFlusher | isReaderFrom | isPusher:
+		return struct {
+			baseWriter
+			flusher
+			io.ReaderFrom
+			http.Pusher
+		}{w, w, w, w}
+	case isHijacker | isReaderFrom | isPusher:
+		return struct {
+			baseWriter
+			http.Hijacker
+			io.ReaderFrom
+			http.Pusher
+		}{w, w, w, w}
+	case isFlusher | isHijacker | isReaderFrom | isPusher:
+		return struct {
+			baseWriter
+			flusher
+			http.Hijacker
+			io.ReaderFrom
+			http.Pusher
+		}{w, w, w, w, w}
+	default: // none of them
+		return struct{ baseWriter }{w}
+	}
+}
