@@ -193,6 +193,33 @@ func (o *httpOp) resend() int {
 	return o.attempts
 }
 
+// timeLeft is the Timeout header's value for a send that begins now. It
+// is rounded up: the service's deadline never ends before its caller's, so
+// the caller sees its own deadline, not the service's answer to a deadline
+// a moment earlier.
+func timeLeft(dl time.Time) string {
+	return strconv.FormatInt(max((time.Until(dl)+time.Millisecond-1).Milliseconds(), 0), 10)
+}
+
+// Restamp implements operation.HedgeSender: a hedge sent later than the
+// attempt began tells the server the time left when it is sent.
+func (o *httpOp) Restamp(r *http.Request) {
+	if o.e.signals.Off || len(r.Header[o.e.timeoutHeader]) == 0 {
+		return
+	}
+	if dl, ok := r.Context().Deadline(); ok {
+		r.Header[o.e.timeoutHeader] = []string{timeLeft(dl)}
+	}
+}
+
+// TimeoutHeader implements operation.Sender.
+func (o *httpOp) TimeoutHeader() string {
+	if o.e.signals.Off {
+		return ""
+	}
+	return o.e.timeoutHeader
+}
+
 // Hedged implements operation.HedgeSender.
 func (o *httpOp) Hedged() { o.trace.hedges.Add(1) }
 
@@ -236,10 +263,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 			attemptHdr = strconv.Itoa(n) + "; max=" + strconv.Itoa(o.e.p.MaxAttempts)
 		}
 		if dl, ok := ctx.Deadline(); ok {
-			// Rounded up: the service's deadline never ends before its
-			// caller's, so the caller sees its own deadline, not the
-			// service's answer to a deadline a moment earlier.
-			timeoutHdr = strconv.FormatInt(max((time.Until(dl)+time.Millisecond-1).Milliseconds(), 0), 10)
+			timeoutHdr = timeLeft(dl)
 		}
 	}
 	// A request forwarded from a caller (a proxy) may carry the caller's

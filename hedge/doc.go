@@ -12,4 +12,13 @@
 // cannot double a storm, and the retry layer's report counts the hedges of
 // each attempt (engine.AttemptRecord.Hedges); an attempt span below marks
 // a hedge with retrystack.hedge.
+//
+// Each hedge is sent with a header of its own, in which the retry layer
+// above restamps the time left (the cross-layer Timeout header) for the
+// moment the hedge leaves; the original goes with the caller's header,
+// which, as net/http's RoundTripper contract says, nothing below may
+// change. A panic below the layer happens on a send's goroutine: the
+// layer carries it to the caller's goroutine and panics there with the
+// same value, after cancelling and releasing every other send, as it would
+// without hedging.
 package hedge

@@ -89,7 +89,15 @@ type result struct {
 	resp   *http.Response
 	err    error
 	cancel context.CancelFunc
+	panic  *sendPanic // the send panicked: resp and err are unset
 }
+
+// sendPanic is a panic on a send's goroutine, carried to the caller's.
+type sendPanic struct{ value any }
+
+// errGoexit is the panic value for a send whose goroutine ended through
+// runtime.Goexit (a mock transport calling t.FailNow).
+var errGoexit = errors.New("hedge: a send's goroutine exited (runtime.Goexit) without an answer")
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	h := t.h
@@ -105,7 +113,21 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	results := make(chan result, h.cfg.MaxHedges+1)
 	send := func(n int, r *http.Request, cancel context.CancelFunc) {
+		returned := false
+		defer func() {
+			if !returned {
+				// A panic below happens on this goroutine: it is carried
+				// to the caller's, which releases the other sends and
+				// panics there, as it would without hedging.
+				v := recover()
+				if v == nil {
+					v = errGoexit
+				}
+				results <- result{n: n, cancel: cancel, panic: &sendPanic{value: v}}
+			}
+		}()
 		resp, err := wire.RoundTrip(t.next, r)
+		returned = true
 		results <- result{n: n, resp: resp, err: err, cancel: cancel}
 	}
 	sender, _ := operation.SenderFrom(req.Context()).(operation.HedgeSender)
@@ -118,13 +140,18 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	timer := time.NewTimer(h.delay())
 	defer timer.Stop()
 	var (
-		winner  *result
-		lastErr error
+		winner   *result
+		lastErr  error
+		panicked *sendPanic
 	)
-	for winner == nil && inFlight > 0 {
+	for winner == nil && panicked == nil && inFlight > 0 {
 		select {
 		case r := <-results:
 			inFlight--
+			if r.panic != nil {
+				panicked = r.panic
+				break
+			}
 			if r.err == nil {
 				winner = &r
 				break
@@ -141,7 +168,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if sender != nil && !sender.HedgeBudget() {
 				continue // the retry budget is spent: no hedge
 			}
-			hr, hcancel, err := t.hedgeRequest(req, sent)
+			hr, hcancel, err := t.hedgeRequest(req, sent, sender)
 			if err != nil {
 				continue
 			}
@@ -164,9 +191,23 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	for range inFlight {
-		if r := <-results; r.err == nil {
+		switch r := <-results; {
+		case r.panic != nil:
+			if panicked == nil {
+				panicked = r.panic
+			}
+		case r.err == nil:
 			wire.Discard(r.resp)
 		}
+	}
+	if panicked != nil {
+		if winner != nil {
+			wire.Discard(winner.resp)
+		}
+		for _, c := range cancels {
+			c()
+		}
+		panic(panicked.value)
 	}
 	if winner == nil {
 		return nil, lastErr
@@ -180,10 +221,20 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return winner.resp, nil
 }
 
-// hedgeRequest is hedge n's copy of req, with its body replayed.
-func (t *transport) hedgeRequest(req *http.Request, n int) (*http.Request, context.CancelFunc, error) {
+// hedgeRequest is hedge n's copy of req, with its body replayed and a
+// header of its own: the sends run at once, and a layer below may set
+// headers on each (a signature, a date); the retry layer above restamps
+// what depends on when it is sent.
+func (t *transport) hedgeRequest(req *http.Request, n int, sender operation.HedgeSender) (*http.Request, context.CancelFunc, error) {
 	ctx, cancel := context.WithCancel(operation.WithHedge(req.Context(), n))
 	r := req.WithContext(ctx)
+	r.Header = req.Header.Clone()
+	if r.Header == nil {
+		r.Header = make(http.Header)
+	}
+	if sender != nil {
+		sender.Restamp(r)
+	}
 	if req.Body != nil && req.Body != http.NoBody {
 		body, err := req.GetBody()
 		if err != nil {

@@ -73,3 +73,53 @@ func TestCrossLayerOnSpans(t *testing.T) {
 		t.Errorf("spans: operation %v, attempt %v", sawOp, sawAttempt)
 	}
 }
+
+// With renamed Signals the attempt spans still carry the time left, read
+// from the header the retry layer sends under its name; with the protocol
+// off, none.
+func TestTimeLeftUnderRenamedSignals(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name    string
+		signals crosslayer.Signals
+		want    bool
+	}{
+		{"default", crosslayer.Signals{}, true},
+		{"renamed", crosslayer.Signals{Timeout: "X-Deadline-Ms"}, true},
+		{"off", crosslayer.Signals{Off: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, tel := traced(t)
+			client, err := retrystack.NewClient(retrystack.Config{Telemetry: tel, Signals: tc.signals})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.CloseIdleConnections()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+			req.Header.Set(crosslayer.TimeoutHeader, "5") // a caller's own header of that name is not ours under other names
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			attempts := 0
+			for _, s := range rec.Ended() {
+				if s.SpanKind() != trace.SpanKindClient {
+					continue
+				}
+				attempts++
+				v, ok := attr(s, "retrystack.deadline.time_left_ms")
+				ms, _ := strconv.Atoi(v)
+				if ok != tc.want || (tc.want && (ms < 50_000 || ms > 60_000)) {
+					t.Errorf("time_left_ms %q (present %v), want present %v, about 60000", v, ok, tc.want)
+				}
+			}
+			if attempts != 1 {
+				t.Errorf("%d attempt spans", attempts)
+			}
+		})
+	}
+}

@@ -518,7 +518,11 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 		if n := operation.HedgeOf(req.Context()); n > 0 {
 			span.SetAttributes(AttrHedge.Int(n))
 		}
-		if v := r.Header[crosslayer.TimeoutHeader]; len(v) > 0 {
+		timeoutHeader := crosslayer.TimeoutHeader
+		if sender != nil {
+			timeoutHeader = sender.TimeoutHeader() // the name the retry layer above sends, "" when it sends none
+		}
+		if v := r.Header[timeoutHeader]; timeoutHeader != "" && len(v) > 0 {
 			if ms, err := strconv.ParseInt(v[0], 10, 64); err == nil {
 				span.SetAttributes(AttrTimeLeft.Int64(ms))
 			}

@@ -225,6 +225,9 @@ type Sender interface {
 	// Peer is the remote address of the last connection handed out for
 	// the send in flight, or nil.
 	Peer() net.Addr
+	// TimeoutHeader is the name of the cross-layer header that tells the
+	// server the time left, or "" when the protocol is off.
+	TimeoutHeader() string
 }
 
 // A HedgeSender is a Sender that a hedging layer below tells about the
@@ -236,6 +239,9 @@ type HedgeSender interface {
 	// HedgeBudget withdraws one retry's worth for a hedge; false: none
 	// left. Without a budget it always succeeds.
 	HedgeBudget() bool
+	// Restamp updates, in a hedge's own header, what the retry layer
+	// computed for the send when it began: the time left.
+	Restamp(r *http.Request)
 }
 
 type hedgeKey struct{}
