@@ -7,6 +7,7 @@ import (
 
 	"github.com/retrystack/retrystack/crosslayer"
 	"github.com/retrystack/retrystack/policy"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Config configures an Engine. The zero value is invalid: Policy is
@@ -85,12 +86,40 @@ func New(cfg Config) (*Engine, error) {
 		sleep:           sleep,
 	}
 	e.attemptHeader, e.timeoutHeader, e.shouldRetryHeader = cfg.Signals.Names()
+	if err := checkSignals(cfg.Signals, e.attemptHeader, e.timeoutHeader, e.shouldRetryHeader); err != nil {
+		return nil, err
+	}
 	routes, err := newRoutes(e, cfg.Routes)
 	if err != nil {
 		return nil, err
 	}
 	e.routes = routes
 	return e, nil
+}
+
+// checkSignals refuses header names net/http would refuse to send (every
+// request would fail) and two signals under one name (one would overwrite
+// the other).
+func checkSignals(s crosslayer.Signals, attempt, timeout, shouldRetry string) error {
+	if s.Off {
+		return nil
+	}
+	fields := [...]struct{ field, set, name string }{
+		{"Signals.Attempt", s.Attempt, attempt},
+		{"Signals.Timeout", s.Timeout, timeout},
+		{"Signals.ShouldRetry", s.ShouldRetry, shouldRetry},
+	}
+	for i, f := range fields {
+		if !httpguts.ValidHeaderFieldName(f.name) {
+			return &policy.ConfigError{Field: f.field, Value: f.set, Reason: "is not a valid header name"}
+		}
+		for _, prev := range fields[:i] {
+			if prev.name == f.name {
+				return &policy.ConfigError{Field: f.field, Value: f.set, Reason: "is also " + prev.field + "'s name"}
+			}
+		}
+	}
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
