@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack/faultserver"
 	"github.com/retrystack/retrystack/internal/presets"
+	"github.com/retrystack/retrystack/crosslayer"
 	"github.com/retrystack/retrystack/internal/rttest"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
@@ -553,6 +554,10 @@ func TestLayerContract(t *testing.T) {
 		{"fail-on-exhausted", Config{Policy: policy.Default(), FailOnExhausted: true}},
 		{"prepare", Config{Policy: policy.Default(), Prepare: sign}},
 		{"prepare-fails", Config{Policy: policy.Default(), Prepare: refuse}},
+		// Routes: every request the contract sends matches one, whose
+		// policy reads rate-limit hints; and renamed cross-layer signals.
+		{"routes", Config{Policy: policy.Never(), Routes: []Route{{Name: "all", PathPrefix: "/", Policy: policy.Default()}}}},
+		{"signals", Config{Policy: timed, Signals: crosslayer.Signals{Attempt: "X-Try", Timeout: "X-Deadline-Ms"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e, err := New(tt.cfg)
