@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/retrystack/retrystack/crosslayer"
 	"github.com/retrystack/retrystack/faultserver"
 	"github.com/retrystack/retrystack/internal/presets"
-	"github.com/retrystack/retrystack/crosslayer"
 	"github.com/retrystack/retrystack/internal/rttest"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
