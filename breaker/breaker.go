@@ -16,6 +16,7 @@ import (
 	"github.com/retrystack/retrystack/middleware"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/net/http/httpguts"
 )
 
 // State is a circuit's state.
@@ -74,7 +75,7 @@ type Config struct {
 	// waiting).
 	OnChange func(key string, from, to State)
 	// MaxCircuits bounds how many circuits the breaker keeps; 0 means
-	// DefaultMaxCircuits. A closed circuit with nothing in flight and no
+	// 10 000. A closed circuit with nothing in flight and no
 	// failure to remember is forgotten whenever room is needed (it is the
 	// same as a new one); when that is not enough, a circuit with nothing
 	// in flight is forgotten at random. Circuits with requests in flight
@@ -86,9 +87,9 @@ type Config struct {
 	Rand func() float64
 }
 
-// DefaultMaxCircuits is the most circuits a breaker keeps when
+// defaultMaxCircuits is the most circuits a breaker keeps when
 // Config.MaxCircuits is 0.
-const DefaultMaxCircuits = 10_000
+const defaultMaxCircuits = 10_000
 
 // OpenError is what a request gets when its circuit is open, or half-open
 // with its probes in flight: nothing was sent. It matches the retry
@@ -150,7 +151,7 @@ func New(cfg Config) (*Breaker, error) {
 		cfg.Probes = 1
 	}
 	if cfg.MaxCircuits == 0 {
-		cfg.MaxCircuits = DefaultMaxCircuits
+		cfg.MaxCircuits = defaultMaxCircuits
 	}
 	if cfg.Failure == nil {
 		cfg.Failure = failure
@@ -212,9 +213,14 @@ func (b *Breaker) key(req *http.Request) string {
 	return hostKey(req.URL)
 }
 
-// hostKey is u's host in lower case, without the scheme's default port.
+// hostKey is u's host as net/http sends it (an internationalised name in
+// punycode), in lower case, without the scheme's default port.
 func hostKey(u *url.URL) string {
-	h := strings.ToLower(u.Host) // no copy when it is lower case already
+	h, err := httpguts.PunycodeHostPort(u.Host) // no copy for an ASCII host
+	if err != nil {
+		h = u.Host
+	}
+	h = strings.ToLower(h) // no copy when it is lower case already
 	if port := u.Port(); (port == "443" && u.Scheme == "https") || (port == "80" && u.Scheme == "http") {
 		h = h[:len(h)-len(port)-1]
 	}
@@ -298,36 +304,52 @@ type transport struct {
 func (t *transport) CloseIdleConnections() { wire.CloseIdle(t.next) }
 
 func (t *transport) RoundTrip(req *http.Request) (resp *http.Response, err error) {
-	b := t.b
-	key := b.key(req)
-	c, adm, change, until, ok := b.admit(key, b.cfg.Now())
-	b.changed(req.Context(), c, key, change)
-	if !ok {
-		if req.Body != nil {
-			req.Body.Close() // a RoundTripper closes the body, sent or not
-		}
-		return nil, &OpenError{Key: key, Until: until}
-	}
-	recorded, returned := false, false
+	var (
+		c                  *circuit
+		adm                admission
+		admitted, recorded bool
+		passedOn, returned bool
+	)
 	defer func() {
 		if returned {
 			return
 		}
-		// A panic below (a hook, another layer) or in OnChange: the
-		// request gives its place back, counting for nothing, or a
-		// half-open circuit would keep its probe slot for ever; an
-		// answer nobody will get is closed.
-		if !recorded {
+		// A panic (below the layer, in OnChange, in Key or Failure): an
+		// admitted request gives its place back, counting for nothing, or
+		// a half-open circuit would keep its probe slot for ever; a body
+		// never passed on is closed, an answer nobody will get too.
+		if admitted && !recorded {
 			c.release(adm)
+		}
+		if !passedOn && req.Body != nil {
+			req.Body.Close()
 		}
 		if resp != nil {
 			resp.Body.Close()
 		}
 	}()
+	b := t.b
+	key := b.key(req)
+	c, adm, change, until, ok := b.admit(key, b.cfg.Now())
+	admitted = ok
+	if !ok {
+		if req.Body != nil {
+			req.Body.Close() // a RoundTripper closes the body, sent or not
+		}
+		passedOn = true
+		b.changed(req.Context(), c, key, change)
+		returned = true
+		return nil, &OpenError{Key: key, Until: until}
+	}
+	b.changed(req.Context(), c, key, change)
+	passedOn = true
 	resp, err = wire.RoundTrip(t.next, req)
-	if err != nil && errors.Is(err, context.Canceled) && req.Context().Err() != nil {
-		c.release(adm) // the caller's: neither success nor failure
-		recorded, returned = true, true
+	if err != nil && req.Context().Err() == context.Canceled {
+		// The caller's, whatever the error says (net/http returns the
+		// cancellation's cause): neither success nor failure.
+		recorded = true
+		c.release(adm)
+		returned = true
 		return nil, err
 	}
 	ch := c.record(&b.cfg, b.cfg.Now(), adm, b.cfg.Failure(resp, err))

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack/breaker"
+	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
 )
 
 // gate holds each request, named by its X-Name header, until the test
@@ -244,6 +247,13 @@ func TestDefaultKeyIsTheHost(t *testing.T) {
 	if s := b.State("api.example.com"); s != breaker.Open {
 		t.Errorf("State(api.example.com) = %v", s)
 	}
+	// An internationalised name is sent in punycode: one host, one circuit.
+	req, _ = http.NewRequest("GET", "http://bücher.example/", nil)
+	rt.RoundTrip(req)
+	req, _ = http.NewRequest("GET", "http://xn--bcher-kva.example/", nil)
+	if _, err := rt.RoundTrip(req); !isOpen(err) {
+		t.Errorf("xn--bcher-kva.example after bücher.example failed: %v, want the open circuit's refusal", err)
+	}
 }
 
 // Clocks and random sources a test can inject, with the values the code
@@ -331,5 +341,75 @@ func TestCancelledProbeGivesTheSlotBack(t *testing.T) {
 	}
 	if s := b.State("svc.test"); s != breaker.Closed {
 		t.Errorf("state %v", s)
+	}
+}
+
+// An OnChange that panics as the circuit turns half-open, on the
+// admission path, gives the probe's place back: the next request is the
+// probe and closes the circuit.
+func TestPanicInOnChangeAtAdmission(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	var once sync.Once
+	b, _ := breaker.New(breaker.Config{Consecutive: 1, OpenFor: time.Second, Jitter: -1, Now: clk.now,
+		OnChange: func(_ string, _, to breaker.State) {
+			if to == breaker.HalfOpen {
+				once.Do(func() { panic("hook") })
+			}
+		}})
+	rt := b.Layer().Wrap(&scripted{script: []int{503, 200}})
+	req, _ := http.NewRequest("GET", "http://svc.test/", nil)
+	rt.RoundTrip(req)
+	clk.add(time.Second)
+	body := &closeRecorder{}
+	func() {
+		defer func() { recover() }()
+		r, _ := http.NewRequest("PUT", "http://svc.test/", body)
+		rt.RoundTrip(r) // open → half-open: the hook panics
+	}()
+	if !body.closed {
+		t.Error("the body of the request that panicked was not closed")
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("after the panic: %v (the probe slot was kept)", err)
+	}
+	resp.Body.Close()
+	if s := b.State("svc.test"); s != breaker.Closed {
+		t.Errorf("state %v, want closed", s)
+	}
+}
+
+// A caller's cancellation is never the service's failure, whatever error
+// net/http returns for it: with context.WithCancelCause it returns the
+// cause, which is not context.Canceled.
+func TestCancellationWithACause(t *testing.T) {
+	arrived := make(chan struct{}, 8)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	for _, inside := range []bool{false, true} {
+		b, _ := breaker.New(breaker.Config{Consecutive: 2})
+		e, _ := engine.New(engine.Config{Policy: policy.Default()})
+		layers := []middleware.Layer{b.Layer(), e.Layer()}
+		if inside {
+			layers = []middleware.Layer{e.Layer(), b.Layer()}
+		}
+		st, _ := middleware.NewStack(layers...)
+		rt := st.Then(tr)
+		for range 3 {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			go func() { <-arrived; cancel(errors.New("shutting down")) }()
+			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+			if _, err := rt.RoundTrip(req); err == nil || isOpen(err) {
+				t.Errorf("inside=%v: %v, want the cancellation", inside, err)
+			}
+		}
+		if s := b.State(srv.Listener.Addr().String()); s != breaker.Closed {
+			t.Errorf("inside=%v: circuit %v after three cancellations, want closed", inside, s)
+		}
 	}
 }

@@ -301,6 +301,13 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 			}
 			return nil, attemptInfo{processed: policy.NotSent, resend: resend}, err
 		}
+		if timeoutHdr != "" {
+			// The time left when the request leaves, not when Prepare
+			// began (a token fetch can take a while): as gRPC sets
+			// grpc-timeout at send time, after per-call credentials.
+			dl, _ := ctx.Deadline()
+			r.Header[o.e.timeoutHeader] = []string{timeLeft(dl)}
+		}
 	}
 	resp, err := wire.RoundTrip(o.next, r)
 	info := attemptInfo{

@@ -74,12 +74,21 @@ func (d deadlines) stopFor() (policy.StopReason, bool) {
 	switch {
 	case d.caller.Err() != nil:
 		return callerStop(d.caller), true
-	case d.op.Err() != nil:
+	case d.op.Err() != nil, passed(d.op):
 		return policy.StopDeadline, true
-	case d.attempt.Err() == context.DeadlineExceeded:
+	case d.attempt.Err() == context.DeadlineExceeded, passed(d.attempt):
 		return policy.StopAttemptTimeout, true
 	}
 	return "", false
+}
+
+// passed reports whether ctx's deadline has passed, whether or not its
+// timer has run yet: under load a context's timer can run after an answer
+// (a service's error at its own, slightly later, deadline) has arrived,
+// and the verdict must not depend on which goroutine runs first.
+func passed(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // mustStop is stopFor for a context known to have ended.
@@ -176,13 +185,16 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, error, policy.Decision) {
 		l.d.attempt, l.d.cancelAt = context.WithTimeout(l.op, e.p.AttemptTimeout)
 	}
 	v, info, err := l.o.attempt(l.d.attempt, n)
-	if err == nil && l.op.Err() != nil {
+	if err == nil && (l.op.Err() != nil || passed(l.op)) {
 		// The answer came as the caller's deadline passed (or it gave up):
 		// its body could not be read in time, and a late answer is a
 		// failure. The context's error is the result.
 		l.o.discard(v)
 		var zero T
 		v, err = zero, l.op.Err()
+		if err == nil {
+			err = context.DeadlineExceeded // its timer has not run yet
+		}
 	}
 	l.held, l.holding = v, err == nil
 	dec := l.o.decide(n, v, info, err)

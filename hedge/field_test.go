@@ -2,8 +2,10 @@ package hedge_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,5 +108,28 @@ func TestHedgeTellsTheTimeLeftWhenSent(t *testing.T) {
 		if len(got) != 2 || got[0] <= 0 || got[1] > got[0]-49 {
 			t.Errorf("%s: time left sent %v, want the hedge's at least 49 ms below the original's", header, got)
 		}
+	}
+}
+
+// A panic on the caller's goroutine while a hedge is made (here the
+// request's GetBody) cancels and releases the sends in flight before it
+// goes on.
+func TestPanicWhileHedgingReleasesTheSends(t *testing.T) {
+	var cancelled atomic.Bool
+	rt := hedge.Layer(hedge.Config{Delay: time.Millisecond, Safe: func(*http.Request) bool { return true }}).Wrap(
+		middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			<-req.Context().Done()
+			cancelled.Store(true)
+			return nil, req.Context().Err()
+		}))
+	req, _ := http.NewRequest("PUT", "http://svc.test/", strings.NewReader("x"))
+	req.GetBody = func() (io.ReadCloser, error) { panic("GetBody") }
+	var got any
+	func() {
+		defer func() { got = recover() }()
+		rt.RoundTrip(req)
+	}()
+	if got != "GetBody" || !cancelled.Load() {
+		t.Errorf("recovered %v; original send cancelled and returned: %v", got, cancelled.Load())
 	}
 }

@@ -143,7 +143,24 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		winner   *result
 		lastErr  error
 		panicked *sendPanic
+		looped   bool
 	)
+	defer func() {
+		if looped {
+			return
+		}
+		// A panic on this goroutine while hedging (a GetBody, a budget,
+		// a Safe of the caller's): every send is cancelled and released
+		// before the panic goes on.
+		for _, c := range cancels {
+			c()
+		}
+		for range inFlight {
+			if r := <-results; r.panic == nil && r.err == nil {
+				wire.Discard(r.resp)
+			}
+		}
+	}()
 	for winner == nil && panicked == nil && inFlight > 0 {
 		select {
 		case r := <-results:
@@ -183,6 +200,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			timer.Reset(h.delay())
 		}
 	}
+	looped = true
 	// The losers: cancelled, and released once they return, before
 	// RoundTrip does.
 	for i, c := range cancels {
