@@ -184,7 +184,7 @@ func runCell(t *testing.T, c cell) {
 	client := &http.Client{Transport: st.Then(tr)}
 	defer tr.CloseIdleConnections()
 
-	get := func(ctx context.Context, headers ...string) (status int, err error, panicked any) {
+	get := func(ctx context.Context, headers ...string) (status int, panicked any, err error) {
 		defer func() { panicked = recover() }()
 		req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL, nil)
 		for _, h := range headers {
@@ -192,17 +192,17 @@ func runCell(t *testing.T, c cell) {
 		}
 		resp, err := client.Transport.RoundTrip(req)
 		if err != nil {
-			return 0, err, nil
+			return 0, nil, err
 		}
 		defer resp.Body.Close()
 		if _, err := io.ReadAll(resp.Body); err != nil {
-			return 0, err, nil
+			return 0, nil, err
 		}
 		return resp.StatusCode, nil, nil
 	}
 
 	// Open the circuit, and let its open time pass.
-	if code, err, _ := get(context.Background(), "X-Opener", "X-No-Hedge"); code != 200 || err != nil {
+	if code, _, err := get(context.Background(), "X-Opener", "X-No-Hedge"); code != 200 || err != nil {
 		t.Fatalf("opener: %d, %v", code, err)
 	}
 	<-srv.arrived
@@ -239,7 +239,7 @@ func runCell(t *testing.T, c cell) {
 			}()
 		}
 	}
-	code, err, panicked := get(ctx)
+	code, panicked, err := get(ctx)
 	panicking.Store(false)
 
 	// What the caller got.
@@ -285,7 +285,7 @@ func runCell(t *testing.T, c cell) {
 	// success closes it.
 	srv.stallAll.Store(false)
 	srv.stallFirst.Store(false)
-	if code, err, p := get(context.Background(), "X-No-Hedge"); code != 200 || err != nil || p != nil {
+	if code, p, err := get(context.Background(), "X-No-Hedge"); code != 200 || err != nil || p != nil {
 		t.Errorf("follow-up: %d, %v, panic %v; want 200 (a probe slot was kept)", code, err, p)
 	}
 	if s := b.State(hostOf(ts.URL)); s != breaker.Closed {

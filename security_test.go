@@ -137,12 +137,12 @@ func TestSecretsStayOut(t *testing.T) {
 	for _, s := range spans.Ended() {
 		say("span %s %v", s.Name(), s.Status())
 		for _, kv := range s.Attributes() {
-			say("span attribute %s=%s", kv.Key, kv.Value.Emit())
+			say("span attribute %s=%s", kv.Key, kv.Value.String())
 		}
 		for _, e := range s.Events() {
 			say("span event %s", e.Name)
 			for _, kv := range e.Attributes {
-				say("span event attribute %s=%s", kv.Key, kv.Value.Emit())
+				say("span event attribute %s=%s", kv.Key, kv.Value.String())
 			}
 		}
 	}

@@ -82,7 +82,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if op := operation.From(req.Context()); op != nil {
 		// Retry layers below see the responses they discard; when this
 		// RoundTrip returns, the layers above see what they saw before.
-		defer op.SwapDiscard(op.SwapDiscard(t.observe))
+		prev := op.SwapDiscard(t.observe)
+		defer func() { op.SwapDiscard(prev) }()
 	}
 	if cookies := t.jar.Cookies(cookieURL(req)); len(cookies) > 0 {
 		if r == req {

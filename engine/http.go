@@ -368,8 +368,10 @@ func (t *wireTrace) reset() {
 }
 
 func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error) policy.Decision {
+	//lint:ignore SA1019 net/http's Client still cancels a RoundTripper it does not know through Request.Cancel (http.Client.Timeout)
 	if err != nil && o.req.Cancel != nil {
 		select {
+		//lint:ignore SA1019 as above
 		case <-o.req.Cancel:
 			// net/http's Client cancels a RoundTripper it does not know
 			// (a stack) through Request.Cancel, on a timer of its own that

@@ -23,6 +23,7 @@ func TestProcessedBy(t *testing.T) {
 		{"refused stream after the headers", http2.StreamError{Code: http2.ErrCodeRefusedStream}, true, policy.NotSent},
 		{"nothing written", errors.New("boom"), false, policy.NotSent},
 		{"reset after write", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, true, policy.SentNoResponse},
+		//lint:ignore SA1019 x/net's HTTP/2 Transport still returns it
 		{"goaway covering the stream", http2.GoAwayError{LastStreamID: 1, ErrCode: http2.ErrCodeNo}, true, policy.SentNoResponse},
 	}
 	for _, tt := range tests {

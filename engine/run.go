@@ -143,7 +143,7 @@ func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts, r
 			}
 			return l.fail(l.timeUp().mustStop(), err)
 		}
-		v, info, err, dec := l.attempt(n)
+		v, info, dec, err := l.attempt(n)
 		stop, wait, fromHint := dec.Stop, time.Duration(0), false
 		if dec.Retry {
 			stop, wait, fromHint = l.plan(n, info, err, dec.Cause)
@@ -178,7 +178,7 @@ func (l *loop[T]) timeUp() deadlines {
 }
 
 // attempt sends attempt n, decides on it and records it.
-func (l *loop[T]) attempt(n int) (T, attemptInfo, error, policy.Decision) {
+func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 	e := l.e
 	l.d = deadlines{caller: l.caller, op: l.op, attempt: l.op, cancelOp: l.cancel, rep: l.rep}
 	if e.p.AttemptTimeout > 0 {
@@ -219,7 +219,7 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, error, policy.Decision) {
 	if e.hooks.OnAttempt != nil {
 		e.hooks.OnAttempt(AttemptEvent{Context: l.hooks, Report: l.rep, Attempt: rec, Number: n})
 	}
-	return v, info, err, dec
+	return v, info, dec, err
 }
 
 // finish ends the operation with stop, handing back v or err.

@@ -117,14 +117,6 @@ func TestBudgetSharedAcrossRequests(t *testing.T) {
 	}
 }
 
-// h2c returns a client with the retry layer over a prior-knowledge h2c
-// transport to a fresh h2c fault server.
-func h2c(t *testing.T, p policy.Policy, faults ...faultserver.H2Fault) (*faultserver.H2Server, *http.Client) {
-	t.Helper()
-	srv, c := h2cIn(t, p, outsideStack, faults...)
-	return srv, c
-}
-
 // The ways a retry layer sends, each watching the wire its own way.
 const (
 	outsideStack = "outside a stack"       // its own contexts

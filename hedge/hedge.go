@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/retrystack/retrystack/internal/operation"
@@ -46,7 +45,7 @@ func Layer(cfg Config) middleware.Layer {
 	case cfg.MaxHedges > maxHedges:
 		return middleware.Layer{Name: "hedge", Err: fmt.Errorf("MaxHedges %d is above %d", cfg.MaxHedges, maxHedges)}
 	case cfg.Percentile < 0 || cfg.Percentile >= 1 || math.IsNaN(cfg.Percentile):
-		return middleware.Layer{Name: "hedge", Err: errors.New("Percentile is outside (0, 1)")}
+		return middleware.Layer{Name: "hedge", Err: errors.New("the Percentile is outside (0, 1)")}
 	}
 	if cfg.Percentile == 0 {
 		cfg.Percentile = 0.95
@@ -303,7 +302,6 @@ type histogram struct {
 	mu      sync.Mutex
 	counts  [buckets]float64
 	total   float64
-	added   atomic.Int64
 	samples int
 }
 

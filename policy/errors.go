@@ -120,6 +120,7 @@ func KindOf(err error) ErrorKind {
 		}
 		return ErrorProtocol
 	}
+	//lint:ignore SA1019 golang.org/x/net/http2's Transport, which users still configure, returns it
 	if goAway, ok := errors.AsType[http2.GoAwayError](err); ok {
 		if goAway.ErrCode == http2.ErrCodeNo {
 			return ErrorGoAway

@@ -45,7 +45,9 @@ func TestHTTP2Kinds(t *testing.T) {
 	}{
 		{http2.StreamError{StreamID: 1, Code: http2.ErrCodeRefusedStream}, policy.ErrorRefusedStream, true},
 		{fmt.Errorf("round trip: %w", http2.StreamError{StreamID: 3, Code: http2.ErrCodeProtocol}), policy.ErrorProtocol, false},
+		//lint:ignore SA1019 x/net's HTTP/2 Transport still returns it
 		{http2.GoAwayError{LastStreamID: 1, ErrCode: http2.ErrCodeNo}, policy.ErrorGoAway, true},
+		//lint:ignore SA1019 as above
 		{http2.GoAwayError{ErrCode: http2.ErrCodeEnhanceYourCalm}, policy.ErrorProtocol, false},
 		{http2.ConnectionError(http2.ErrCodeProtocol), policy.ErrorProtocol, false},
 	}

@@ -102,7 +102,7 @@ func (f *fixture) tree(t *testing.T, keys ...attribute.Key) []span {
 		for _, kv := range s.Attributes() {
 			for _, k := range keys {
 				if kv.Key == k {
-					sp.Attrs[string(k)] = kv.Value.Emit()
+					sp.Attrs[string(k)] = kv.Value.String()
 				}
 			}
 		}
@@ -240,7 +240,7 @@ func TestPitfallEvents(t *testing.T) {
 				continue
 			}
 			for _, kv := range e.Attributes {
-				events = append(events, string(kv.Key)+"="+kv.Value.Emit())
+				events = append(events, string(kv.Key)+"="+kv.Value.String())
 			}
 		}
 	}
@@ -251,8 +251,8 @@ func TestPitfallEvents(t *testing.T) {
 	for _, s := range f.spans.Ended() {
 		for _, e := range s.Events() {
 			for _, kv := range e.Attributes {
-				if strings.Contains(kv.Value.Emit(), "node-2") {
-					t.Errorf("a cookie value reached the span: %s=%s", kv.Key, kv.Value.Emit())
+				if strings.Contains(kv.Value.String(), "node-2") {
+					t.Errorf("a cookie value reached the span: %s=%s", kv.Key, kv.Value.String())
 				}
 			}
 		}
@@ -290,7 +290,7 @@ func TestMetrics(t *testing.T) {
 				var vals []string
 				for _, p := range d.DataPoints {
 					r, _ := p.Attributes.Value(telemetry.AttrReason)
-					vals = append(vals, r.Emit()+"="+itoa(p.Value))
+					vals = append(vals, r.String()+"="+itoa(p.Value))
 				}
 				got[m.Name] = strings.Join(vals, ";")
 			}
@@ -308,7 +308,7 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-func itoa(n int64) string { return attribute.Int64Value(n).Emit() }
+func itoa(n int64) string { return attribute.Int64Value(n).String() }
 
 // A stream net/http resends by itself shows as an event on the attempt
 // span, whether the retry layer above watched the wire or the attempt
