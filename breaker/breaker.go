@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/http/httpguts"
@@ -106,9 +107,9 @@ func (e *OpenError) Error() string {
 	return fmt.Sprintf("breaker: circuit %q is open until %s", e.Key, e.Until.Format(time.RFC3339Nano))
 }
 
-// CircuitOpen reports true: how package policy recognises the error
-// without importing this package.
-func (e *OpenError) CircuitOpen() bool { return true }
+// StopReason makes the error a policy.Refusal: a retry layer above stops
+// with circuit-open, sending nothing more.
+func (e *OpenError) StopReason() policy.StopReason { return policy.StopCircuitOpen }
 
 // Breaker holds the circuits of one layer. It is safe for concurrent use.
 type Breaker struct {

@@ -109,8 +109,8 @@ func TestConsecutiveOpenProbeClose(t *testing.T) {
 	if !errors.As(err, &open) || open.Key != "svc.test" || r.base.sent() != 3 {
 		t.Fatalf("open: %v, %d sent", err, r.base.sent())
 	}
-	if policy.KindOf(err) != policy.ErrorCircuitOpen {
-		t.Errorf("KindOf(%v) = %v", err, policy.KindOf(err))
+	if r, ok := errors.AsType[policy.Refusal](err); !ok || r.StopReason() != policy.StopCircuitOpen {
+		t.Errorf("%v: want a policy.Refusal naming circuit-open", err)
 	}
 	r.clk.add(time.Second)
 	if code, err := r.get(t, context.Background()); code != 200 || err != nil {

@@ -197,8 +197,16 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 		}
 	}
 	l.held, l.holding = v, err == nil
-	dec := l.o.decide(n, v, info, err)
-	if !dec.Retry && dec.Stop == "" { // a classifier's zero Decision
+	refusal, refused := errors.AsType[policy.Refusal](err)
+	var dec policy.Decision
+	if refused {
+		// A layer below refused to send (a breaker, a rate limiter): it
+		// names the stop; nothing was sent, and no classifier is asked.
+		dec = policy.Stop(refusal.StopReason())
+	} else {
+		dec = l.o.decide(n, v, info, err)
+	}
+	if !dec.Retry && dec.Stop == "" { // a classifier's zero Decision, or a refusal that names none
 		dec = settled(info, err)
 	}
 	overruled := false
@@ -209,9 +217,9 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 			dec, overruled = policy.Stop(stop), true
 		}
 	}
-	if !dec.Retry && !overruled && e.p.Budget != nil && dec.Stop != policy.StopCircuitOpen && dec.Stop != policy.StopPushback {
-		// A request that needed no retry; not a breaker's refusal (nothing
-		// was sent) nor a pushback (an overload answer, not a success).
+	if !dec.Retry && !overruled && !refused && e.p.Budget != nil && dec.Stop != policy.StopPushback {
+		// A request that needed no retry; not a refusal (nothing was
+		// sent) nor a pushback (an overload answer, not a success).
 		e.p.Budget.Deposit()
 	}
 	rec := AttemptRecord{Status: info.status, Err: err, Processed: info.processed, Transparent: info.transparent, Hedges: info.hedges, Resend: info.resend, Decision: dec}

@@ -24,6 +24,17 @@ const (
 	StopCircuitOpen           StopReason = "circuit-open"            // a circuit breaker inside the retry layer refused to send
 )
 
+// A Refusal is an error by which a layer refused to send a request (a
+// circuit breaker, a rate limiter, a layer of your own): nothing was sent.
+// The value names its own stop reason, as a net.Error says whether it is
+// a timeout. A retry layer above stops at once with that reason, sends
+// nothing more, deposits nothing in its budget, and records the refusal
+// in its report, hooks and spans; no classifier is asked.
+type Refusal interface {
+	error
+	StopReason() StopReason
+}
+
 // Processed says whether the server may already have acted on an attempt.
 type Processed uint8
 

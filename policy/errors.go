@@ -31,10 +31,9 @@ const (
 	ErrorRefusedStream                  // HTTP/2 RST_STREAM(REFUSED_STREAM): the server did not process it
 	ErrorGoAway                         // HTTP/2 GOAWAY(NO_ERROR): a graceful shutdown
 	ErrorProtocol                       // another HTTP/2 stream or connection error
-	ErrorCircuitOpen                    // a circuit breaker (package breaker) refused to send: an error with a CircuitOpen() bool method that reports true
 )
 
-var kindNames = [...]string{"other", "canceled", "timeout", "refused", "reset", "eof", "tls", "certificate", "dns", "dns-not-found", "refused-stream", "goaway", "protocol", "circuit-open"}
+var kindNames = [...]string{"other", "canceled", "timeout", "refused", "reset", "eof", "tls", "certificate", "dns", "dns-not-found", "refused-stream", "goaway", "protocol"}
 
 func (k ErrorKind) String() string {
 	if int(k) < len(kindNames) {
@@ -79,12 +78,6 @@ func KindOf(err error) ErrorKind {
 	}
 	if errors.Is(err, context.Canceled) {
 		return ErrorCanceled
-	}
-	if co, ok := errors.AsType[interface {
-		error
-		CircuitOpen() bool
-	}](err); ok && co.CircuitOpen() {
-		return ErrorCircuitOpen
 	}
 	// errors.AsType, not errors.As: no allocation on any path.
 	if is[*tls.CertificateVerificationError](err) || is[x509.UnknownAuthorityError](err) ||

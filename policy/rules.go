@@ -52,8 +52,6 @@ func (r Rules) Classify(a Attempt) Decision {
 		switch kind {
 		case ErrorCanceled:
 			return Stop(StopCancelled)
-		case ErrorCircuitOpen:
-			return Stop(StopCircuitOpen) // nothing was sent, and nothing will be until it closes
 		}
 		if r.Errors == nil || !r.Errors(kind) {
 			return Stop(StopNonRetryable)
