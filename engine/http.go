@@ -60,6 +60,12 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	callerTrace := httptrace.ContextClientTrace(ctx) != nil
 	o.operation = operation.From(ctx) // nil outside a Stack: sends numbered here
+	o.retrying.Budget = e.p.Budget
+	if o.operation != nil && o.operation.Claim(&o.retrying) {
+		// The operation's retry layer: the layers below read its attempt
+		// and budget (middleware.Operation).
+		defer o.operation.Unclaim(&o.retrying)
+	}
 	o.sending = operation.Sending{Sender: o, Trace: &o.trace.client}
 	if o.operation != nil && !callerTrace && o.operation.Begin(&o.sending) {
 		// The stack's context names o the Sender and carries its trace:
@@ -164,6 +170,7 @@ type httpOp struct {
 	sends     attemptContext     // or under a context of o's: outside a Stack, or inside another retry layer's sends
 	compose   bool               // the caller traces too: each attempt gets a copy of the trace, composed with the caller's
 	outside   operation.Detached // the hooks' and RefreshAuth's
+	retrying  operation.Retrying // what the layers below read, when o owns the operation
 	body      finalBody          // the returned response's Body
 }
 
@@ -249,6 +256,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	tr.reset()
 	resend := o.resend()
 	o.attempts++
+	o.retrying.Attempt.Store(int32(n))
 	if o.compose {
 		// WithClientTrace composes the caller's trace into the one it is
 		// given: then each attempt needs a copy of its own.

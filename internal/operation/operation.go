@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/retrystack/retrystack/internal/wire"
+	"github.com/retrystack/retrystack/policy"
 )
 
 // Operation is one logical operation's shared state.
@@ -26,7 +27,34 @@ type Operation struct {
 	deadline time.Time       // the total deadline, fixed by the first retry layer with one
 	key      string          // the Idempotency-Key the first retry layer made, for every hop
 	sending  atomic.Pointer[Sending]
+	retrying atomic.Pointer[Retrying]
 }
+
+// Retrying is what the retry layer that owns the operation tells the
+// layers below it: the attempt in flight and its retry budget. It is the
+// layer's own (no allocation of its own) and is its only writer.
+type Retrying struct {
+	Attempt atomic.Int32
+	Budget  policy.Budget // nil: none
+}
+
+// Claim makes r the operation's retry layer unless another retry layer
+// (an outer one) owns it; it returns whether r owns it, and then the
+// caller calls Unclaim when its RoundTrip returns.
+func (o *Operation) Claim(r *Retrying) bool { return o.retrying.CompareAndSwap(nil, r) }
+
+// Unclaim ends r's ownership.
+func (o *Operation) Unclaim(r *Retrying) { o.retrying.CompareAndSwap(r, nil) }
+
+// Retry returns the owning retry layer's Retrying, or nil.
+func (o *Operation) Retry() *Retrying { return o.retrying.Load() }
+
+// DeadlineSet returns the total deadline a retry layer fixed, if any.
+func (o *Operation) DeadlineSet() (time.Time, bool) { return o.deadline, !o.deadline.IsZero() }
+
+// Key returns the Idempotency-Key a retry layer made for the operation,
+// or "".
+func (o *Operation) Key() string { return o.key }
 
 // A Sending is a retry layer sending the operation's requests under the
 // operation's own context, so that they need no context (and no request

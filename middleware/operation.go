@@ -1,0 +1,85 @@
+package middleware
+
+import (
+	"context"
+	"time"
+
+	"github.com/retrystack/retrystack/internal/operation"
+	"github.com/retrystack/retrystack/policy"
+)
+
+// Operation is one logical request as the layers of a stack see it: made
+// where the request enters the stack (Stack.Then's RoundTrip) and shared
+// by every layer below, ours and yours, across its attempts, hedges and
+// redirect hops. A layer reads it with OperationOf(req.Context()); each
+// value has one writer, named in its method's doc, and no layer writes
+// another's. The zero Operation (a request outside any stack) answers 0,
+// false and nil.
+type Operation struct{ o *operation.Operation }
+
+// OperationOf returns the operation of the request ctx belongs to; ok is
+// false outside a stack.
+func OperationOf(ctx context.Context) (op Operation, ok bool) {
+	o := operation.From(ctx)
+	return Operation{o}, o != nil
+}
+
+// Attempt is the attempt in flight of the retry layer above (1 for the
+// first), or 0 with none. Written by the retry layer that owns the
+// operation: the outermost one of the stack, once per attempt; a redirect
+// layer above it makes each hop an operation of the retry layer's own,
+// numbered from 1.
+func (op Operation) Attempt() int {
+	if op.o == nil {
+		return 0
+	}
+	if r := op.o.Retry(); r != nil {
+		return int(r.Attempt.Load())
+	}
+	return 0
+}
+
+// Sends is how many requests of the operation reached the base transport
+// so far, every attempt, hedge and redirect hop counted: before a send,
+// its http.request.resend_count. Written by the stack, next to the base.
+func (op Operation) Sends() int {
+	if op.o == nil {
+		return 0
+	}
+	return op.o.Sends()
+}
+
+// Deadline is the operation's total deadline, when a retry layer's
+// Policy.Timeout set one: fixed by the first retry layer with a Timeout,
+// the same for every hop. (A request's own context may end sooner: read
+// req.Context().Deadline() for the attempt in flight.)
+func (op Operation) Deadline() (time.Time, bool) {
+	if op.o == nil {
+		return time.Time{}, false
+	}
+	return op.o.DeadlineSet()
+}
+
+// IdempotencyKey is the key a retry layer made for the operation
+// (Policy.IdempotencyKeys), the same on every attempt and hop, or "".
+// Written by the first retry layer that makes one.
+func (op Operation) IdempotencyKey() string {
+	if op.o == nil {
+		return ""
+	}
+	return op.o.Key()
+}
+
+// Budget is the retry budget of the retry layer that owns the operation,
+// or nil: a layer that sends more than it was asked to (a hedge, a
+// retry of its own) withdraws from it, so that no layer doubles a storm.
+// Written by that retry layer.
+func (op Operation) Budget() policy.Budget {
+	if op.o == nil {
+		return nil
+	}
+	if r := op.o.Retry(); r != nil {
+		return r.Budget
+	}
+	return nil
+}
