@@ -82,7 +82,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ctx = &o.sends
 	}
 	f := facts{
-		replayable: !o.hasBody() || req.GetBody != nil,
+		replayable: wire.Replayable(req),
 		covered:    e.p.Scope.Covers(req),
 		idempotent: policy.Idempotent(req),
 	}
@@ -413,7 +413,7 @@ func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error)
 	return d
 }
 
-func (o *httpOp) hasBody() bool { return o.req.Body != nil && o.req.Body != http.NoBody }
+func (o *httpOp) hasBody() bool { return wire.HasBody(o.req) }
 
 // discard shows the response to the observer a layer above installed,
 // then releases it without letting a stalled body hold the operation.

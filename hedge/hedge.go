@@ -100,8 +100,7 @@ var errGoexit = errors.New("hedge: a send's goroutine exited (runtime.Goexit) wi
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	h := t.h
-	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-	if !replayable || !h.cfg.Safe(req) || req.Header.Get("Upgrade") != "" { // an upgrade is one connection's
+	if !wire.Replayable(req) || !h.cfg.Safe(req) || req.Header.Get("Upgrade") != "" { // an upgrade is one connection's
 		start := time.Now()
 		resp, err := wire.RoundTrip(t.next, req)
 		if err == nil {
@@ -252,7 +251,7 @@ func (t *transport) hedgeRequest(req *http.Request, n int, sender operation.Hedg
 	if sender != nil {
 		sender.Restamp(r)
 	}
-	if req.Body != nil && req.Body != http.NoBody {
+	if wire.HasBody(req) {
 		body, err := req.GetBody()
 		if err != nil {
 			cancel()

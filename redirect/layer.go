@@ -126,8 +126,8 @@ func (t *transport) follow(orig, cur *http.Request, resp *http.Response, hops in
 			method = http.MethodGet
 		}
 	default: // 307, 308
-		replay = hasBody(orig)
-		if replay && orig.GetBody == nil {
+		replay = wire.HasBody(orig)
+		if !wire.Replayable(orig) {
 			return nil, nil // the body is gone: hand back the 3xx as it is
 		}
 	}
@@ -170,8 +170,6 @@ func (t *transport) follow(orig, cur *http.Request, resp *http.Response, hops in
 	}
 	return next, nil
 }
-
-func hasBody(r *http.Request) bool { return r.Body != nil && r.Body != http.NoBody }
 
 // sameOrigin compares scheme, host and port (RFC 6454), default ports
 // included.

@@ -118,3 +118,11 @@ func CloseIdle(rt http.RoundTripper) {
 func IsUpgrade(resp *http.Response) bool {
 	return resp.StatusCode == http.StatusSwitchingProtocols
 }
+
+// HasBody reports whether req carries a body to send.
+func HasBody(req *http.Request) bool { return req.Body != nil && req.Body != http.NoBody }
+
+// Replayable reports whether req can be sent again: it has no body, or a
+// GetBody that makes a fresh copy. Every layer that sends a request twice
+// (retry, hedge, a 307 or 308 redirect) asks this, and only this.
+func Replayable(req *http.Request) bool { return !HasBody(req) || req.GetBody != nil }
