@@ -455,9 +455,6 @@ func TestUpgradeKeepsTheConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, err = s.InsertBefore("retry", middleware.Timeout(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	ctx, cancel := context.WithCancel(context.Background())

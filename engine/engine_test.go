@@ -325,9 +325,9 @@ func TestTime(t *testing.T) {
 		p.AttemptTimeout = 20 * ms
 		f := setup(t, p)
 		_, rep, err := f.send(context.Background(), "GET", "/slow/headers?delay=1h", "", false)
-		var te *middleware.TimeoutError
-		if err == nil || errors.As(err, &te) {
-			t.Fatalf("error %v", err)
+		var ee *Error
+		if !errors.As(err, &ee) || !ee.Timeout() {
+			t.Fatalf("error %v, want an *Error that is a timeout", err)
 		}
 		if diff := cmp.Diff(outcome{Requests: 1, Stop: policy.StopAttemptTimeout}, f.outcome(nil, rep)); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)

@@ -17,7 +17,8 @@
 // CloseIdleConnections to the transport.
 //
 // The stock layers are small: [ErrorForStatus] turns a final status >= 400
-// into a [*StatusError] (the fix for the "Ok(503)" trap), [Header] and
-// [HeaderFunc] set headers, and [Timeout] bounds each attempt, including the
-// read of its body.
+// into a [*StatusError] (the fix for the "Ok(503)" trap), and [Header] and
+// [HeaderFunc] set headers. Deadlines are the retry layer's:
+// Policy.Timeout for the operation, Policy.AttemptTimeout for each attempt,
+// the read of the body included.
 package middleware

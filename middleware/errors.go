@@ -1,10 +1,8 @@
 package middleware
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"time"
 )
 
 // LayerError reports a stack that cannot be built or edited as asked: an
@@ -36,26 +34,3 @@ type StatusError struct {
 func (e *StatusError) Error() string {
 	return "middleware: unexpected status " + e.Status
 }
-
-// TimeoutError reports that one attempt ran past the [Timeout] layer's
-// limit, while sending, waiting for headers, or reading the body. It matches
-// [context.DeadlineExceeded] with errors.Is, and Timeout reports true, as for
-// a net.Error. The caller's own deadline or cancellation is never reported as
-// a TimeoutError.
-type TimeoutError struct {
-	Limit time.Duration
-	Err   error // what the transport or body read reported
-}
-
-func (e *TimeoutError) Error() string {
-	return fmt.Sprintf("middleware: attempt timed out after %v: %v", e.Limit, e.Err)
-}
-
-func (e *TimeoutError) Unwrap() error        { return e.Err }
-func (e *TimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
-
-// Timeout reports true.
-func (e *TimeoutError) Timeout() bool { return true }
-
-// Temporary reports true, for callers of the deprecated net.Error method.
-func (e *TimeoutError) Temporary() bool { return true }

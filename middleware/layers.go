@@ -1,12 +1,9 @@
 package middleware
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"time"
 
 	"github.com/retrystack/retrystack/internal/wire"
 )
@@ -119,84 +116,6 @@ func (h *header) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func (h *header) CloseIdleConnections() { wire.CloseIdle(h.next) }
-
-// Timeout returns the layer "timeout", which bounds each request that passes
-// through it by d, from the moment it enters the layer until its response
-// body is read to the end or closed, as an attempt deadline should.
-// Inside a retry layer that is a per-attempt timeout. A request that runs
-// out of time fails, or its body read fails, with a [*TimeoutError]; the
-// caller's own deadline and cancellation pass through unchanged. d <= 0
-// disables the limit, as for [http.Client.Timeout].
-func Timeout(d time.Duration) Layer {
-	return Layer{Name: "timeout", Wrap: func(next http.RoundTripper) http.RoundTripper {
-		if d <= 0 {
-			return next
-		}
-		return &timeout{next: next, limit: d}
-	}}
-}
-
-type timeout struct {
-	next  http.RoundTripper
-	limit time.Duration
-}
-
-// errLayerTimeout is the cause of the layer's own deadline: it tells the
-// layer's timeout from the caller's, whichever is read first.
-var errLayerTimeout = errors.New("middleware: timeout layer deadline")
-
-func (t *timeout) RoundTrip(req *http.Request) (*http.Response, error) {
-	parent := req.Context()
-	ctx, cancel := context.WithTimeoutCause(parent, t.limit, errLayerTimeout)
-	resp, err := wire.RoundTrip(t.next, req.WithContext(ctx))
-	if err != nil {
-		err = t.classify(ctx, err)
-		cancel()
-		return nil, err
-	}
-	if resp.Body == http.NoBody || wire.IsUpgrade(resp) {
-		cancel() // nothing to read, or a connection that is the caller's now
-		return resp, nil
-	}
-	resp.Body = &timeoutBody{rc: resp.Body, t: t, ctx: ctx, cancel: cancel}
-	return resp, nil
-}
-
-// classify names err a TimeoutError when this layer's deadline, not the
-// caller's context, ended the attempt first.
-func (t *timeout) classify(ctx context.Context, err error) error {
-	if context.Cause(ctx) == errLayerTimeout {
-		return &TimeoutError{Limit: t.limit, Err: err}
-	}
-	return err
-}
-
-func (t *timeout) CloseIdleConnections() { wire.CloseIdle(t.next) }
-
-// timeoutBody keeps the attempt's deadline alive while the caller reads, and
-// releases it at EOF or Close, like net/http's own client timeout does.
-type timeoutBody struct {
-	rc     io.ReadCloser
-	t      *timeout
-	ctx    context.Context
-	cancel context.CancelFunc
-}
-
-func (b *timeoutBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	if err == io.EOF {
-		b.cancel()
-	} else if err != nil {
-		err = b.t.classify(b.ctx, err)
-	}
-	return n, err
-}
-
-func (b *timeoutBody) Close() error {
-	err := b.rc.Close()
-	b.cancel()
-	return err
-}
 
 func closeBody(req *http.Request) {
 	if req.Body != nil {

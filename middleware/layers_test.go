@@ -2,16 +2,13 @@ package middleware_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack/internal/rttest"
@@ -26,7 +23,6 @@ func TestStockLayersObeyContract(t *testing.T) {
 		middleware.ErrorForStatus(0),
 		middleware.Header(http.Header{"X-A": {"1"}}),
 		middleware.HeaderFunc(func(*http.Request) (http.Header, error) { return nil, errors.New("no token") }),
-		middleware.Timeout(time.Minute),
 	}
 	for _, l := range layers {
 		t.Run(l.Name, func(t *testing.T) { rttest.Contract(t, l.Wrap) })
@@ -151,78 +147,6 @@ func TestHeaderFuncError(t *testing.T) {
 	}
 }
 
-// slowServer answers /headers only once the client gives up, and sends the
-// headers of /body at once but its body only once the client gives up, so
-// the tests never depend on how long anything takes.
-func slowServer() *httptest.Server {
-	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/headers":
-			<-r.Context().Done()
-		case "/body":
-			w.Header().Set("Content-Length", "10")
-			io.WriteString(w, "12345")
-			w.(http.Flusher).Flush()
-			<-r.Context().Done()
-		case "/fast":
-			io.WriteString(w, "done")
-		}
-	}))
-}
-
-// attemptLimit is generous: the tests wait for it to pass, so it only needs
-// to exceed what a loaded machine takes to connect and send headers.
-const attemptLimit = 200 * time.Millisecond
-
-func TestTimeout(t *testing.T) {
-	srv := slowServer()
-	c := newClient(t, srv, middleware.Timeout(attemptLimit))
-
-	_, err := c.Get(srv.URL + "/headers")
-	assertAttemptTimeout(t, "slow headers", err)
-
-	resp, err := c.Get(srv.URL + "/body")
-	if err != nil {
-		t.Fatalf("slow body: headers should arrive in time: %v", err)
-	}
-	_, err = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	assertAttemptTimeout(t, "slow body", err)
-}
-
-// A fast response is untouched by the layer, body included.
-func TestTimeoutFast(t *testing.T) {
-	srv := slowServer()
-	c := newClient(t, srv, middleware.Timeout(time.Hour))
-	resp, err := c.Get(srv.URL + "/fast")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || string(b) != "done" {
-		t.Errorf("fast: body %q, err %v", b, err)
-	}
-}
-
-// When the layer's deadline passed first, a read after the caller's own
-// deadline has passed too is still the layer's timeout.
-func TestTimeoutFirstDeadlineWins(t *testing.T) {
-	srv := slowServer()
-	c := newClient(t, srv, middleware.Timeout(attemptLimit))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*attemptLimit)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/body", nil)
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("headers: %v", err)
-	}
-	defer resp.Body.Close()
-	<-ctx.Done()
-	_, err = io.ReadAll(resp.Body)
-	assertAttemptTimeout(t, "late read", err)
-}
-
 func TestHeaderReplacesNonCanonicalKeys(t *testing.T) {
 	var got []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -246,42 +170,5 @@ func TestHeaderFuncNil(t *testing.T) {
 	var ie *middleware.LayerError
 	if !errors.As(err, &ie) || ie.Reason != "nil header function" {
 		t.Errorf("NewStack(HeaderFunc(nil)) = %v, want an *LayerError", err)
-	}
-}
-
-func assertAttemptTimeout(t *testing.T, what string, err error) {
-	t.Helper()
-	var te *middleware.TimeoutError
-	if !errors.As(err, &te) {
-		t.Fatalf("%s: error %v is not a *TimeoutError", what, err)
-	}
-	if te.Limit != attemptLimit {
-		t.Errorf("%s: Limit = %v", what, te.Limit)
-	}
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("%s: errors.Is(err, context.DeadlineExceeded) = false", what)
-	}
-	var ne net.Error
-	if !errors.As(err, &ne) || !ne.Timeout() {
-		t.Errorf("%s: not a net.Error with Timeout() true", what)
-	}
-}
-
-// The caller's own cancellation is not the layer's timeout.
-func TestTimeoutLeavesCallerCancellation(t *testing.T) {
-	srv := slowServer()
-	c := newClient(t, srv, middleware.Timeout(time.Hour))
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/body", nil)
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	cancel()
-	_, err = io.ReadAll(resp.Body)
-	var te *middleware.TimeoutError
-	if err == nil || errors.As(err, &te) {
-		t.Errorf("read after the caller cancelled: error %v, want a plain cancellation", err)
 	}
 }

@@ -29,20 +29,19 @@ import (
 // A scenario is one row of the lab: a setup, the operations it sends, and
 // the figures it must reproduce.
 type scenario struct {
-	id, setup      string
-	preset         string               // a key of presetTable
-	tune           func(*policy.Policy) // the row's changes to the preset
-	hooks          func(*trial) engine.Hooks
-	engine         func(*trial, *engine.Config) // further engine settings
-	stack          []string                     // layer names, outermost first; nil: the default stack
-	capture        bool                         // the cookie layer stores cookies of discarded attempts
-	attemptTimeout time.Duration                // for the "timeout" layer
-	h2             []faultserver.H2Fault        // non-nil: run against a fresh h2c server with this script
-	breaker        func(*trial) breaker.Config  // the "breaker" layer's; nil: breaker.Config{}
-	hedge          hedge.Config                 // the "hedge" layer's
-	run            func(t *trial)
-	want           expect
-	note           string // why the row differs from the seed system, if it does
+	id, setup string
+	preset    string               // a key of presetTable
+	tune      func(*policy.Policy) // the row's changes to the preset
+	hooks     func(*trial) engine.Hooks
+	engine    func(*trial, *engine.Config) // further engine settings
+	stack     []string                     // layer names, outermost first; nil: the default stack
+	capture   bool                         // the cookie layer stores cookies of discarded attempts
+	h2        []faultserver.H2Fault        // non-nil: run against a fresh h2c server with this script
+	breaker   func(*trial) breaker.Config  // the "breaker" layer's; nil: breaker.Config{}
+	hedge     hedge.Config                 // the "hedge" layer's
+	run       func(t *trial)
+	want      expect
+	note      string // why the row differs from the seed system, if it does
 }
 
 // expect is a row's expected figures in the notation of scenarios.tsv:
@@ -132,7 +131,7 @@ func layers(sc scenario, presetName string, t *trial) ([]middleware.Layer, error
 	if sc.breaker != nil {
 		bc = sc.breaker(t)
 	}
-	out = append(out, breaker.Layer(bc), hedge.Layer(sc.hedge), middleware.Timeout(sc.attemptTimeout))
+	out = append(out, breaker.Layer(bc), hedge.Layer(sc.hedge))
 	if t.tel != nil {
 		out = append(out, t.tel.Attempt())
 	}

@@ -113,7 +113,7 @@ const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-wide] [-stack a,b,
                  measured, the preset and stack, what was expected, and
                  whether it matched (with -list: the scenarios)
   -stack a,b,c   the layers of every selected scenario, outermost first, from
-                 error-for-status, redirect, cookies, retry, breaker, hedge, timeout; the list
+                 error-for-status, redirect, cookies, retry, breaker, hedge; the list
                  replaces each row's own, and may end with "transport"
   -preset NAME   the retry preset of every selected scenario: default, python,
                  node, codex, reqwest-default, reqwest-for-host, reqwest-never,
