@@ -171,7 +171,8 @@ type httpOp struct {
 	compose   bool               // the caller traces too: each attempt gets a copy of the trace, composed with the caller's
 	outside   operation.Detached // the hooks' and RefreshAuth's
 	retrying  operation.Retrying // what the layers below read, when o owns the operation
-	body      finalBody          // the returned response's Body
+	body      wire.Watched       // the returned response's Body
+	final     deadlines          // what bounds it until it is done
 }
 
 // attemptContext is the context of a retry layer's attempts when the
@@ -442,51 +443,26 @@ func (o *httpOp) deadline(d time.Duration) time.Time {
 // to watch; an upgraded connection (101) is the caller's as it is, no
 // deadline of the engine's bounding it.
 func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
-	if wire.Empty(resp) || wire.IsUpgrade(resp) {
+	o.final = d
+	if !o.body.Watch(resp, o) {
 		d.release()
-		return resp
 	}
-	o.body = finalBody{rc: resp.Body, d: d}
-	resp.Body = &o.body
 	return resp
 }
 
-// finalBody is the body of the response the engine hands back: it keeps
-// the operation's deadlines alive while the caller reads, and records in
-// the report why a read failed.
-type finalBody struct {
-	rc     io.ReadCloser
-	d      deadlines
-	err    error       // the first failure, as returned
-	closed atomic.Bool // Close may come while a Read is blocked (a stalled drain)
-}
-
-func (b *finalBody) Read(p []byte) (int, error) {
-	if b.err != nil {
-		return 0, b.err
+// BodyDone implements wire.Watcher for the returned response's body: the
+// deadlines end, and a read that failed names its stop in the report and
+// comes back as an *Error.
+func (o *httpOp) BodyDone(err error) error {
+	d := o.final
+	defer d.release()
+	if err == nil {
+		return nil
 	}
-	n, err := b.rc.Read(p)
-	switch {
-	case err == nil:
-	case err == io.EOF:
-		b.d.release()
-	case b.closed.Load(): // a read after Close: the caller's mistake, not the download's
-	default:
-		stop, ok := b.d.stopFor()
-		if !ok {
-			stop = policy.StopBodyFailed
-		}
-		b.d.rep.Stop = stop
-		b.err = &Error{Report: b.d.rep, Err: err}
-		err = b.err
-		b.d.release()
+	stop, ok := d.stopFor()
+	if !ok {
+		stop = policy.StopBodyFailed
 	}
-	return n, err
-}
-
-func (b *finalBody) Close() error {
-	b.closed.Store(true)
-	err := b.rc.Close()
-	b.d.release()
-	return err
+	d.rep.Stop = stop
+	return &Error{Report: d.rep, Err: err}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"sync"
@@ -229,11 +228,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, lastErr
 	}
 	h.hist.add(time.Since(starts[winner.n])) // the winning send's own latency, not the hedge delay's
-	if wire.Empty(winner.resp) {
+	if !new(wire.Watched).Watch(winner.resp, cancelOnDone(winner.cancel)) {
 		winner.cancel() // nothing left to read under it
-		return winner.resp, nil
 	}
-	winner.resp.Body = &cancelBody{ReadCloser: winner.resp.Body, cancel: winner.cancel}
 	return winner.resp, nil
 }
 
@@ -273,24 +270,12 @@ func (h *hedger) delay() time.Duration {
 	return h.cfg.Fallback
 }
 
-// cancelBody ends the winner's context once its body is done.
-type cancelBody struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-	once   sync.Once
-}
+// cancelOnDone ends the winner's context once its body is done.
+type cancelOnDone context.CancelFunc
 
-func (b *cancelBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF {
-		b.once.Do(b.cancel)
-	}
-	return n, err
-}
-
-func (b *cancelBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.once.Do(b.cancel)
+// BodyDone implements wire.Watcher.
+func (c cancelOnDone) BodyDone(err error) error {
+	c()
 	return err
 }
 

@@ -3,7 +3,6 @@ package telemetry
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -11,7 +10,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/retrystack/retrystack/breaker"
@@ -257,7 +255,7 @@ type opSpan struct {
 	status        int                  // the final response's; 0 without one
 	timed         bool                 // the metrics record: start is set
 	callerAttempt int                  // the caller's attempt this operation serves (crosslayer.PositionOf); 0 if unknown
-	body          endingBody
+	body          wire.Watched // ends the span when the caller is done with the body
 	end0          [7]attribute.KeyValue
 }
 
@@ -301,7 +299,7 @@ func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	s.rep, s.status = engine.ReportOf(resp), resp.StatusCode
-	if !s.body.watch(resp, s) {
+	if !s.body.Watch(resp, s) {
 		s.finish(nil, false)
 	}
 	return resp, nil
@@ -363,8 +361,11 @@ func (s *opSpan) finish(err error, roundTrip bool) {
 	}
 }
 
-// bodyDone implements ender.
-func (s *opSpan) bodyDone(err error) { s.finish(err, false) }
+// BodyDone implements wire.Watcher.
+func (s *opSpan) BodyDone(err error) error {
+	s.finish(err, false)
+	return err
+}
 
 func (o *operationLayer) CloseIdleConnections() { wire.CloseIdle(o.next) }
 
@@ -447,7 +448,7 @@ type attemptSpan struct {
 	port    int
 	metered []attribute.KeyValue // the duration metric's, in attrs
 	timed   bool                 // the duration metric records: start is set
-	body    endingBody
+	body    wire.Watched
 	opts    [2]trace.SpanStartOption
 	// attrs holds the attributes given at creation, which the SDK copies,
 	// and then those of the response: the span's, then the metric's.
@@ -549,7 +550,7 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.finish(err)
 		return nil, err
 	}
-	if !s.body.watch(resp, s) {
+	if !s.body.Watch(resp, s) {
 		s.finish(nil)
 	}
 	return resp, nil
@@ -575,8 +576,11 @@ func (s *attemptSpan) finish(err error) {
 	}
 }
 
-// bodyDone implements ender.
-func (s *attemptSpan) bodyDone(err error) { s.finish(err) }
+// BodyDone implements wire.Watcher.
+func (s *attemptSpan) BodyDone(err error) error {
+	s.finish(err)
+	return err
+}
 
 func (a *attemptLayer) CloseIdleConnections() { wire.CloseIdle(a.next) }
 
@@ -626,57 +630,6 @@ func splitAddr(a net.Addr) (string, int, bool) {
 	}
 	port, _ := strconv.Atoi(p)
 	return host, port, true
-}
-
-// ender is told when a watched body is done.
-type ender interface{ bodyDone(err error) }
-
-// endingBody ends a span when the caller is done with the body: at EOF,
-// at Close, or at a read that fails (err). Once: a body may be closed
-// while a read is blocked (a stalled drain).
-type endingBody struct {
-	rc     io.ReadCloser
-	owner  ender
-	closed atomic.Bool
-	ended  atomic.Bool
-}
-
-// watch wraps resp's body so that owner is told when it is done, and
-// reports whether it did: a body known to be empty has nothing to wait
-// for, and a 101's body is the connection, which must reach the caller as
-// it is.
-func (b *endingBody) watch(resp *http.Response, owner ender) bool {
-	if wire.Empty(resp) || wire.IsUpgrade(resp) {
-		return false
-	}
-	b.rc, b.owner = resp.Body, owner
-	resp.Body = b
-	return true
-}
-
-func (b *endingBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	switch {
-	case err == nil:
-	case err == io.EOF:
-		b.end(nil)
-	case !b.closed.Load():
-		b.end(err)
-	}
-	return n, err
-}
-
-func (b *endingBody) Close() error {
-	b.closed.Store(true)
-	err := b.rc.Close()
-	b.end(nil)
-	return err
-}
-
-func (b *endingBody) end(err error) {
-	if b.ended.CompareAndSwap(false, true) {
-		b.owner.bodyDone(err)
-	}
 }
 
 func errorType(k policy.ErrorKind) attribute.KeyValue {

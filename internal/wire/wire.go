@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -126,3 +127,68 @@ func HasBody(req *http.Request) bool { return req.Body != nil && req.Body != htt
 // GetBody that makes a fresh copy. Every layer that sends a request twice
 // (retry, hedge, a 307 or 308 redirect) asks this, and only this.
 func Replayable(req *http.Request) bool { return !HasBody(req) || req.GetBody != nil }
+
+// A Watcher is told, once, that a response body it watches is done.
+type Watcher interface {
+	// BodyDone is called once: with nil when the body is read to its end
+	// or closed, or with the error of the read that failed first (not of
+	// a read after Close: that is the caller's own doing). What it
+	// returns is what that read, and every read after it, returns.
+	BodyDone(err error) error
+}
+
+// Watched is a response body that tells its Watcher when it is done: the
+// one "when the body is done" wrapper of the module, meant to sit in its
+// watcher's own allocation. Close may come while a Read is blocked (a
+// stalled drain), so the ending is guarded.
+type Watched struct {
+	rc     io.ReadCloser
+	w      Watcher
+	err    error // what BodyDone made of the first failure
+	closed atomic.Bool
+	ended  atomic.Bool
+}
+
+// Watch puts b in resp.Body, watched by w, and reports whether it did: a
+// body known to be empty has nothing to wait for, and a 101's body is the
+// connection, which reaches the caller as it is.
+func (b *Watched) Watch(resp *http.Response, w Watcher) bool {
+	if Empty(resp) || IsUpgrade(resp) {
+		return false
+	}
+	b.rc, b.w = resp.Body, w
+	resp.Body = b
+	return true
+}
+
+func (b *Watched) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.rc.Read(p)
+	switch {
+	case err == nil:
+	case err == io.EOF:
+		b.end(nil)
+	case b.closed.Load(): // a read after Close: not the body's failure
+	default:
+		if e := b.end(err); e != nil {
+			b.err, err = e, e
+		}
+	}
+	return n, err
+}
+
+func (b *Watched) Close() error {
+	b.closed.Store(true)
+	err := b.rc.Close()
+	b.end(nil)
+	return err
+}
+
+func (b *Watched) end(err error) error {
+	if b.ended.CompareAndSwap(false, true) {
+		return b.w.BodyDone(err)
+	}
+	return nil
+}

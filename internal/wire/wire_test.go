@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -88,4 +89,79 @@ func TestReadLimited(t *testing.T) {
 	if data, cut = ReadLimited(b, 10); len(data) != 0 || !cut {
 		t.Errorf("stalled: %q, cut %v", data, cut)
 	}
+}
+
+// doneCounter records what a Watched body told it.
+type doneCounter struct {
+	calls []error
+	swap  error // what BodyDone returns for a failure; nil: the error itself
+}
+
+func (d *doneCounter) BodyDone(err error) error {
+	d.calls = append(d.calls, err)
+	if err != nil && d.swap != nil {
+		return d.swap
+	}
+	return err
+}
+
+type failingReader struct{ err error }
+
+func (f failingReader) Read([]byte) (int, error) { return 0, f.err }
+
+// A watched body tells its watcher once: at EOF, at Close, or at the first
+// failed read, whose error the watcher may replace for every later read;
+// a read after Close is the caller's doing, not reported.
+func TestWatched(t *testing.T) {
+	resp := func(r io.Reader) *http.Response {
+		return &http.Response{StatusCode: 200, ContentLength: -1, Body: io.NopCloser(r)}
+	}
+	t.Run("eof then close", func(t *testing.T) {
+		d := &doneCounter{}
+		r := resp(strings.NewReader("ok"))
+		if !new(Watched).Watch(r, d) {
+			t.Fatal("not watched")
+		}
+		io.ReadAll(r.Body)
+		r.Body.Close()
+		if len(d.calls) != 1 || d.calls[0] != nil {
+			t.Errorf("told %v, want one nil", d.calls)
+		}
+	})
+	t.Run("failure replaced and sticky", func(t *testing.T) {
+		boom, swapped := errors.New("boom"), errors.New("swapped")
+		d := &doneCounter{swap: swapped}
+		r := resp(failingReader{boom})
+		new(Watched).Watch(r, d)
+		for range 2 {
+			if _, err := r.Body.Read(make([]byte, 1)); err != swapped {
+				t.Errorf("read: %v, want the watcher's error", err)
+			}
+		}
+		r.Body.Close()
+		if len(d.calls) != 1 || d.calls[0] != boom {
+			t.Errorf("told %v, want one boom", d.calls)
+		}
+	})
+	t.Run("read after close", func(t *testing.T) {
+		d := &doneCounter{}
+		r := resp(failingReader{errors.New("closed")})
+		new(Watched).Watch(r, d)
+		r.Body.Close()
+		r.Body.Read(make([]byte, 1))
+		if len(d.calls) != 1 || d.calls[0] != nil {
+			t.Errorf("told %v, want one nil (the Close)", d.calls)
+		}
+	})
+	t.Run("empty and upgrade left alone", func(t *testing.T) {
+		for _, r := range []*http.Response{
+			{StatusCode: 204, Body: http.NoBody},
+			{StatusCode: 101, Body: io.NopCloser(strings.NewReader(""))},
+		} {
+			body := r.Body
+			if new(Watched).Watch(r, &doneCounter{}) || r.Body != body {
+				t.Errorf("%d: watched", r.StatusCode)
+			}
+		}
+	})
 }
