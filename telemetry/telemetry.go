@@ -255,7 +255,7 @@ type opSpan struct {
 	status        int                  // the final response's; 0 without one
 	timed         bool                 // the metrics record: start is set
 	callerAttempt int                  // the caller's attempt this operation serves (crosslayer.PositionOf); 0 if unknown
-	body          wire.Watched // ends the span when the caller is done with the body
+	body          wire.Watched         // ends the span when the caller is done with the body
 	end0          [7]attribute.KeyValue
 }
 
