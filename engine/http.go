@@ -16,6 +16,7 @@ import (
 
 	"github.com/retrystack/retrystack/internal/inbound"
 	"github.com/retrystack/retrystack/internal/operation"
+	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -114,7 +115,7 @@ func withKey(req *http.Request) *http.Request {
 		key = newKey()
 	}
 	r := req.Clone(req.Context())
-	r.Header.Set("Idempotency-Key", `"`+key+`"`) // an sf-string, as draft-ietf-httpapi-idempotency-key-header has it
+	r.Header.Set(protocol.IdempotencyKey, `"`+key+`"`) // an sf-string, as draft-ietf-httpapi-idempotency-key-header has it
 	return r
 }
 

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/retrystack/retrystack/internal/protocol"
 )
 
 // Echo is what /echo (and the end of a redirect chain) answers, as JSON.
@@ -151,12 +153,12 @@ func (r *request) write() error {
 		return err
 	}
 	n := r.next()
-	replayed := !r.s.writeOnce(r.key, r.Header.Get("Idempotency-Key"))
+	replayed := !r.s.writeOnce(r.key, r.Header.Get(protocol.IdempotencyKey))
 	if n < drop {
 		return r.drop(false)
 	}
 	if replayed {
-		r.w.Header().Set("Idempotent-Replayed", "true")
+		r.w.Header().Set(protocol.Replayed, "true")
 	}
 	return r.reply(http.StatusOK, false)
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/retrystack/retrystack/internal/protocol"
 )
 
 // Entry is one request in the server's log.
@@ -230,7 +232,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		Route:          rt.name,
 		Key:            key,
 		Cookie:         r.Header.Get("Cookie"),
-		IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		IdempotencyKey: r.Header.Get(protocol.IdempotencyKey),
 		Traceparent:    r.Header.Get("Traceparent"),
 	})
 	st := s.stats[routeKey{rt.name, key}]

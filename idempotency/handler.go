@@ -14,13 +14,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/retrystack/retrystack/internal/protocol"
 )
 
 // KeyHeader is the request header of the protocol; ReplayedHeader marks a
 // replayed response.
 const (
-	KeyHeader      = "Idempotency-Key"
-	ReplayedHeader = "Idempotent-Replayed"
+	KeyHeader      = protocol.IdempotencyKey
+	ReplayedHeader = protocol.Replayed
 )
 
 // Config configures Handler. The zero value applies the protocol to POST
@@ -92,7 +94,7 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 		}
 		key, present := parseKey(r.Header.Get(KeyHeader))
 		if !present { // the older name many APIs use
-			key, present = parseKey(r.Header.Get("X-Idempotency-Key"))
+			key, present = parseKey(r.Header.Get(protocol.XIdempotencyKey))
 		}
 		switch {
 		case !present && cfg.Required:

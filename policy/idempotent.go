@@ -3,6 +3,8 @@ package policy
 import (
 	"net/http"
 	"strings"
+
+	"github.com/retrystack/retrystack/internal/protocol"
 )
 
 // idempotentMethod reports whether method is idempotent per RFC 9110 §9.2.2:
@@ -25,7 +27,7 @@ func Idempotent(req *http.Request) bool {
 func hasIdempotencyKey(h http.Header) bool {
 	// Direct map reads: canonical keys, no allocation. An empty value is
 	// no key: a server cannot deduplicate by it.
-	return nonEmpty(h["Idempotency-Key"]) || nonEmpty(h["X-Idempotency-Key"])
+	return nonEmpty(h[protocol.IdempotencyKey]) || nonEmpty(h[protocol.XIdempotencyKey])
 }
 
 func nonEmpty(vs []string) bool {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -41,7 +42,7 @@ func pythonSafe(req *http.Request) bool {
 	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodDelete, http.MethodOptions, "":
 		return true
 	}
-	return len(req.Header["Idempotency-Key"]) > 0 || len(req.Header["X-Idempotency-Key"]) > 0
+	return len(req.Header[protocol.IdempotencyKey]) > 0 || len(req.Header[protocol.XIdempotencyKey]) > 0
 }
 
 // Node is a strict GET-only policy, as a careful Node.js client has it: 3
