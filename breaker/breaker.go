@@ -16,7 +16,6 @@ import (
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -360,8 +359,9 @@ func (t *transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 	return resp, err
 }
 
-// changed reports a state change to the request's span, and any waiting
-// change of c's to the hook.
+// changed reports a state change to the request's operation, as an event
+// its observers see (telemetry: a span event and a metric), and any
+// waiting change of c's to the hook.
 func (b *Breaker) changed(ctx context.Context, c *circuit, key string, ch stateChange) {
 	if ch.from == ch.to {
 		return
@@ -369,15 +369,17 @@ func (b *Breaker) changed(ctx context.Context, c *circuit, key string, ch stateC
 	if b.cfg.OnChange != nil {
 		c.report(key, b.cfg.OnChange)
 	}
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent(EventStateChange, trace.WithAttributes(
+	if op, ok := middleware.OperationOf(ctx); ok {
+		op.Emit(middleware.Event{Name: EventStateChange, Attrs: []attribute.KeyValue{
 			attribute.String("retrystack.breaker.key", key),
 			attribute.String("retrystack.breaker.from", ch.from.String()),
-			attribute.String("retrystack.breaker.to", ch.to.String())))
+			attribute.String("retrystack.breaker.to", ch.to.String())}})
 	}
 }
 
-// EventStateChange is the span event of a state change.
+// EventStateChange is the operation event of a state change, with the
+// circuit's key and the states it left and entered as
+// retrystack.breaker.key, .from and .to.
 const EventStateChange = "retrystack.breaker.state_change"
 
 type stateChange struct{ from, to State }

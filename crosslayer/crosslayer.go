@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/retrystack/retrystack/internal/inbound"
+	"github.com/retrystack/retrystack/internal/protocol"
 )
 
 // The protocol's default header names.
 const (
-	AttemptHeader     = "Retrystack-Attempt"
-	TimeoutHeader     = "Retrystack-Timeout-Ms"
-	ShouldRetryHeader = "Retrystack-Should-Retry"
+	AttemptHeader     = protocol.AttemptHeader
+	TimeoutHeader     = protocol.TimeoutHeader
+	ShouldRetryHeader = protocol.ShouldRetryHeader
 )
 
 // Signals names the protocol's headers; the zero value uses the default

@@ -6,6 +6,7 @@ import (
 
 	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/policy"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // Operation is one logical request as the layers of a stack see it: made
@@ -82,4 +83,40 @@ func (op Operation) Budget() policy.Budget {
 		return r.Budget
 	}
 	return nil
+}
+
+// An Event is something that happened in a layer during an operation: a
+// circuit breaker changing state, a hedge, a refusal. The layer emits it
+// on the operation (Operation.Emit) and every observer of the operation is
+// told (Operation.Observe): telemetry makes each an event of the
+// operation's span, and counts some in metrics, without importing the
+// layer. Name yours with a prefix of your own; ours start with
+// "retrystack.".
+type Event struct {
+	Name  string
+	Attrs []attribute.KeyValue
+}
+
+// An Observer is told the events of the operations it observes, on the
+// goroutine of the layer that emits each (a hedge's sends run on their
+// own): it must be safe for concurrent use, and quick.
+type Observer interface{ Observe(Event) }
+
+// Observe adds o to the operation's observers, for the rest of the
+// operation. Outside a stack it does nothing.
+func (op Operation) Observe(o Observer) {
+	if op.o != nil {
+		op.o.AddObserver(o)
+	}
+}
+
+// Emit tells e to the operation's observers. Outside a stack it does
+// nothing.
+func (op Operation) Emit(e Event) {
+	if op.o == nil {
+		return
+	}
+	for _, x := range op.o.Observers() {
+		x.(Observer).Observe(e)
+	}
 }

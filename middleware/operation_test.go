@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,5 +67,59 @@ func TestOperationAsALayerSeesIt(t *testing.T) {
 	}
 	if op, ok := middleware.OperationOf(context.Background()); ok || op.Attempt() != 0 || op.Sends() != 0 || op.Budget() != nil || op.IdempotencyKey() != "" {
 		t.Error("outside a stack, the zero Operation answers nothing")
+	}
+}
+
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorder) Observe(e middleware.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e.Name)
+	r.mu.Unlock()
+}
+
+// A layer's events reach every observer of the operation, from any
+// goroutine; outside a stack, Emit and Observe do nothing.
+func TestEvents(t *testing.T) {
+	var first, second recorder
+	observe := middleware.Layer{Name: "observe", Wrap: func(next http.RoundTripper) http.RoundTripper {
+		return middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			op, _ := middleware.OperationOf(req.Context())
+			op.Observe(&first)
+			op.Observe(&second)
+			return next.RoundTrip(req)
+		})
+	}}
+	emit := middleware.Layer{Name: "emit", Wrap: func(next http.RoundTripper) http.RoundTripper {
+		return middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			op, _ := middleware.OperationOf(req.Context())
+			var wg sync.WaitGroup
+			for range 8 { // as a hedge's sends would, at once
+				wg.Go(func() { op.Emit(middleware.Event{Name: "x.sent"}) })
+			}
+			wg.Wait()
+			return next.RoundTrip(req)
+		})
+	}}
+	st, _ := middleware.NewStack(observe, emit)
+	req, _ := http.NewRequest("GET", "http://svc.test/", nil)
+	resp, err := st.Then(middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}, Request: req}, nil
+	})).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(first.events) != 8 || len(second.events) != 8 {
+		t.Errorf("observers saw %d and %d events, want 8 each", len(first.events), len(second.events))
+	}
+	var none middleware.Operation
+	none.Observe(&first)
+	none.Emit(middleware.Event{Name: "lost"})
+	if len(first.events) != 8 {
+		t.Error("the zero Operation told an observer")
 	}
 }

@@ -35,6 +35,10 @@ func (e *TooManyHopsError) Error() string {
 	return fmt.Sprintf("redirect: stopped after %d hops", e.Max)
 }
 
+// ErrorType names the error for telemetry's error.type:
+// "redirect-hop-limit".
+func (e *TooManyHopsError) ErrorType() string { return "redirect-hop-limit" }
+
 // LocationError reports a Location the layer will not follow.
 type LocationError struct {
 	Location string

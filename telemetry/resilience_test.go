@@ -56,7 +56,7 @@ func TestBreakerAndHedgeOnTelemetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stack, err = stack.InsertAfter("retry", breaker.Layer(breaker.Config{Consecutive: 2, OnChange: tel.BreakerChange}))
+	stack, err = stack.InsertAfter("retry", breaker.Layer(breaker.Config{Consecutive: 2}))
 	if err == nil {
 		stack, err = stack.InsertAfter("breaker", hedge.Layer(hedge.Config{Delay: 20 * time.Millisecond}))
 	}

@@ -12,14 +12,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retrystack/retrystack/breaker"
-	"github.com/retrystack/retrystack/crosslayer"
 	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/internal/inbound"
 	"github.com/retrystack/retrystack/internal/operation"
+	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
-	"github.com/retrystack/retrystack/redirect"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -190,16 +189,31 @@ func (t *Telemetry) Attempt() middleware.Layer {
 	}}
 }
 
-// BreakerChange records a circuit breaker's state change in the
-// retrystack.client.breaker.transitions metric: set it as
-// breaker.Config.OnChange (or call it from yours). The breaker itself adds
-// a span event to the request's span.
-func (t *Telemetry) BreakerChange(key string, from, to breaker.State) {
-	if t.circuits == nil {
-		return
+// Observe implements middleware.Observer: an event a layer emits during
+// the operation (a breaker's state change, a layer of yours) becomes an
+// event of the operation's span; a breaker's state change is also a point
+// of the retrystack.client.breaker.transitions metric.
+func (s *opSpan) Observe(e middleware.Event) {
+	if s.span.IsRecording() {
+		s.span.AddEvent(e.Name, trace.WithAttributes(e.Attrs...))
 	}
-	t.circuits.Add(context.Background(), 1, metric.WithAttributes(AttrBreakerKey.String(key), AttrBreakerState.String(to.String())))
+	if e.Name == eventBreakerChange && s.t.circuits != nil {
+		var key, to string
+		for _, a := range e.Attrs {
+			switch a.Key {
+			case "retrystack.breaker.key":
+				key = a.Value.AsString()
+			case "retrystack.breaker.to":
+				to = a.Value.AsString()
+			}
+		}
+		s.t.circuits.Add(context.Background(), 1, metric.WithAttributes(AttrBreakerKey.String(key), AttrBreakerState.String(to)))
+	}
 }
+
+// eventBreakerChange is package breaker's EventStateChange: telemetry
+// knows events by name, not by importing the layers that emit them.
+const eventBreakerChange = "retrystack.breaker.state_change"
 
 // Hooks returns the engine hooks that record retries and pitfalls: events
 // on the operation's span, and the retries, delay and pitfalls metrics.
@@ -284,8 +298,11 @@ func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	s.full = RedactURL(req.URL)
 	parent := req.Context()
 	s.op = operation.From(parent)
-	if p, ok := crosslayer.PositionOf(parent); ok {
-		s.callerAttempt = p.Attempt
+	if op, ok := middleware.OperationOf(parent); ok {
+		op.Observe(s)
+	}
+	if in := inbound.From(parent); in != nil {
+		s.callerAttempt = in.Attempt // a crosslayer.Handler's
 	}
 	s.ctx.s = s
 	s.ctx.Context, s.span = o.t.tracer.Start(parent, s.method.operationName(), internalKind...)
@@ -519,7 +536,7 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 		if n := operation.HedgeOf(req.Context()); n > 0 {
 			span.SetAttributes(AttrHedge.Int(n))
 		}
-		timeoutHeader := crosslayer.TimeoutHeader
+		timeoutHeader := protocol.TimeoutHeader
 		if sender != nil {
 			timeoutHeader = sender.TimeoutHeader() // the name the retry layer above sends, "" when it sends none
 		}
@@ -649,15 +666,17 @@ func errorTypeOf(err error) string {
 	if se, ok := errors.AsType[*middleware.StatusError](err); ok {
 		return strconv.Itoa(se.StatusCode)
 	}
-	if _, ok := errors.AsType[*redirect.TooManyHopsError](err); ok {
-		return errorTypeRedirectLimit
+	if r, ok := errors.AsType[policy.Refusal](err); ok {
+		return string(r.StopReason()) // a layer refused: "circuit-open", one of yours
+	}
+	if et, ok := errors.AsType[interface {
+		error
+		ErrorType() string
+	}](err); ok {
+		return et.ErrorType() // an error that names its own type: a redirect hop limit
 	}
 	return errorType(policy.KindOf(err)).Value.AsString()
 }
-
-// errorTypeRedirectLimit is the operation span's error.type when a
-// redirect chain hit the hop limit.
-const errorTypeRedirectLimit = "redirect-hop-limit"
 
 // hostPort returns server.address and server.port: from the Host header
 // when the request sets one (the conventions' rule), else from the URL,

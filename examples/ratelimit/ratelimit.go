@@ -16,7 +16,9 @@
 //   - refuses with a stop reason of its own ("rate-limited", through
 //     policy.Refusal): the retry layer stops at once, and the refusal is in
 //     its report (the stop and the attempt's error), its hooks (OnAttempt,
-//     OnGiveUp) and its spans (retrystack.stop_reason).
+//     OnGiveUp) and its spans (retrystack.stop_reason);
+//   - tells the operation's observers (middleware.Operation.Emit): with
+//     telemetry on, each refusal is an event of the operation's span.
 package ratelimit
 
 import (
@@ -27,11 +29,16 @@ import (
 
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
+	"go.opentelemetry.io/otel/attribute"
 	"golang.org/x/time/rate"
 )
 
 // StopRateLimited is the stop reason of an operation the limiter refused.
 const StopRateLimited policy.StopReason = "rate-limited"
+
+// EventRefused is the operation event of a refusal, with the attempt
+// refused and how far away its token was.
+const EventRefused = "ratelimit.refused"
 
 // Error is the limiter's refusal: nothing was sent.
 type Error struct {
@@ -56,6 +63,12 @@ func Layer(limit rate.Limit, burst int) middleware.Layer {
 			if err := admit(req.Context(), lim); err != nil {
 				if req.Body != nil {
 					req.Body.Close() // a RoundTripper closes the body, sent or not
+				}
+				if r, ok := err.(*Error); ok {
+					op, _ := middleware.OperationOf(req.Context())
+					op.Emit(middleware.Event{Name: EventRefused, Attrs: []attribute.KeyValue{
+						attribute.Int("ratelimit.attempt", r.Attempt),
+						attribute.Int64("ratelimit.wait_ms", r.Wait.Milliseconds())}})
 				}
 				return nil, err
 			}

@@ -101,8 +101,9 @@ func TestALayerOfTheUsersJoinsTheOperation(t *testing.T) {
 	if gaveUp == nil || gaveUp.Stop != ratelimit.StopRateLimited || !errors.As(refusedAttempt, &refusal) {
 		t.Errorf("hooks: OnGiveUp %+v, OnAttempt's error %v", gaveUp, refusedAttempt)
 	}
-	// The spans.
+	// The spans: the stop reason, and the layer's own event.
 	var stop string
+	events := 0
 	for _, s := range rec.Ended() {
 		if s.SpanKind() == oteltrace.SpanKindInternal {
 			for _, a := range s.Attributes() {
@@ -110,10 +111,15 @@ func TestALayerOfTheUsersJoinsTheOperation(t *testing.T) {
 					stop = a.Value.AsString()
 				}
 			}
+			for _, e := range s.Events() {
+				if e.Name == ratelimit.EventRefused {
+					events++
+				}
+			}
 		}
 	}
-	if stop != string(ratelimit.StopRateLimited) {
-		t.Errorf("operation span stop_reason %q, want rate-limited", stop)
+	if stop != string(ratelimit.StopRateLimited) || events != 1 {
+		t.Errorf("operation span stop_reason %q with %d refusal events, want rate-limited and 1", stop, events)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +29,28 @@ type Operation struct {
 	key      string          // the Idempotency-Key the first retry layer made, for every hop
 	sending  atomic.Pointer[Sending]
 	retrying atomic.Pointer[Retrying]
+
+	obsMu     sync.Mutex
+	observers []any  // middleware.Observers, append-only
+	obsArr    [2]any // their first home: no allocation for one or two
+}
+
+// AddObserver adds x (a middleware.Observer) to the operation.
+func (o *Operation) AddObserver(x any) {
+	o.obsMu.Lock()
+	defer o.obsMu.Unlock()
+	if o.observers == nil {
+		o.observers = o.obsArr[:0]
+	}
+	o.observers = append(o.observers, x)
+}
+
+// Observers returns the operation's observers so far: observers are only
+// ever appended, so the slice stays valid outside the lock.
+func (o *Operation) Observers() []any {
+	o.obsMu.Lock()
+	defer o.obsMu.Unlock()
+	return o.observers
 }
 
 // Retrying is what the retry layer that owns the operation tells the

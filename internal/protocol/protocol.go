@@ -11,3 +11,10 @@ const (
 	XIdempotencyKey = "X-Idempotency-Key"
 	Replayed        = "Idempotent-Replayed"
 )
+
+// The cross-layer protocol's default names (package crosslayer).
+const (
+	AttemptHeader     = "Retrystack-Attempt"
+	TimeoutHeader     = "Retrystack-Timeout-Ms"
+	ShouldRetryHeader = "Retrystack-Should-Retry"
+)
