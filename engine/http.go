@@ -321,7 +321,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	}
 	resp, err := wire.RoundTrip(o.next, r)
 	info := attemptInfo{
-		processed:   processedBy(err, tr.wrote.Load()),
+		processed:   processedBy(err, tr.wrote.Load(), tr.conns.Load() > 0),
 		transparent: tr.transparent(),
 		hedges:      int(tr.hedges.Load()),
 		resend:      resend,

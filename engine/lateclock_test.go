@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptrace"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +42,29 @@ func TestAnswerAfterTheDeadlineBeforeItsTimer(t *testing.T) {
 	var ee *engine.Error
 	if !errors.As(err, &ee) || ee.Report.Stop != policy.StopDeadline || !ee.Timeout() {
 		t.Errorf("%v: want an *engine.Error with stop deadline that is a timeout", err)
+	}
+}
+
+// A POST cut off by its attempt timeout after it got a connection is not
+// resent, though the transport had not yet reported writing it (under
+// load the report comes after RoundTrip returns): the server may have it.
+func TestPostCutOffBeforeTheWriteReportIsNotResent(t *testing.T) {
+	p := policy.Default()
+	p.Backoff, p.AttemptTimeout = policy.Backoff{}, 20*time.Millisecond
+	e, _ := engine.New(engine.Config{Policy: p})
+	sends := 0
+	rt := e.Layer().Wrap(middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		sends++
+		if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.GotConn != nil {
+			trace.GotConn(httptrace.GotConnInfo{}) // the headers leave now; WroteHeaders comes too late
+		}
+		<-req.Context().Done()
+		return nil, req.Context().Err()
+	}))
+	req, _ := http.NewRequest("POST", "http://svc.test/orders", strings.NewReader("x"))
+	_, err := rt.RoundTrip(req)
+	rep := engine.ReportFrom(err)
+	if sends != 1 || rep == nil || rep.Stop != policy.StopAttemptTimeout || rep.Attempts[0].Processed != policy.SentNoResponse {
+		t.Errorf("%d sends, report %+v; want 1 send, stop attempt-timeout (not retried), the attempt sent-no-response", sends, rep)
 	}
 }
