@@ -388,9 +388,9 @@ func TestHistogramBuckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][]float64{
-		"retrystack.client.operation.duration": telemetry.OperationBuckets,
-		"retrystack.client.retry.delay":        telemetry.DelayBuckets,
-		"retrystack.client.operation.resends":  telemetry.ResendBuckets,
+		"retrystack.client.operation.duration": {0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60},
+		"retrystack.client.retry.delay":        {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+		"retrystack.client.operation.resends":  {0, 1, 2, 3, 4, 5, 10, 20, 50},
 	}
 	got := map[string][]float64{}
 	for _, sm := range rm.ScopeMetrics {

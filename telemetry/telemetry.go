@@ -109,13 +109,13 @@ func New(cfg Config) (*Telemetry, error) {
 	t.reqDuration, errs[0] = httpconv.NewClientRequestDuration(m)
 	t.opDuration, errs[1] = m.Float64Histogram("retrystack.client.operation.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of logical operations: every attempt, wait and redirect hop, and the read of the final body."),
-		metric.WithExplicitBucketBoundaries(OperationBuckets...))
+		metric.WithExplicitBucketBoundaries(operationBuckets...))
 	t.resends, errs[2] = m.Int64Histogram("retrystack.client.operation.resends", metric.WithUnit("{resend}"),
 		metric.WithDescription("Sends after the first, per logical operation: retries and redirect hops."),
-		metric.WithExplicitBucketBoundaries(ResendBuckets...))
+		metric.WithExplicitBucketBoundaries(resendBuckets...))
 	t.delay, errs[3] = m.Float64Histogram("retrystack.client.retry.delay", metric.WithUnit("s"),
 		metric.WithDescription("Planned wait before each retry."),
-		metric.WithExplicitBucketBoundaries(DelayBuckets...))
+		metric.WithExplicitBucketBoundaries(delayBuckets...))
 	t.retries, errs[4] = m.Int64Counter("retrystack.client.retries", metric.WithUnit("{retry}"),
 		metric.WithDescription("Retries decided, by reason."))
 	t.pitfalls, errs[5] = m.Int64Counter("retrystack.client.pitfalls", metric.WithUnit("{pitfall}"),
@@ -128,16 +128,18 @@ func New(cfg Config) (*Telemetry, error) {
 	return t, nil
 }
 
-// Bucket boundaries of retrystack's own histograms, in their units.
+// Bucket boundaries of retrystack's own histograms, in their units
+// (docs/telemetry.md lists them): not variables a program could change
+// under every Telemetry.
 var (
-	// OperationBuckets (seconds): http.client.request.duration's, then on
+	// operationBuckets (seconds): http.client.request.duration's, then on
 	// to a minute, since an operation includes its waits.
-	OperationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60}
-	// DelayBuckets (seconds): from a millisecond, jitter's floor, to a
+	operationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60}
+	// delayBuckets (seconds): from a millisecond, jitter's floor, to a
 	// minute, the default Retry-After cap.
-	DelayBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
-	// ResendBuckets (sends after the first): each small count on its own.
-	ResendBuckets = []float64{0, 1, 2, 3, 4, 5, 10, 20, 50}
+	delayBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	// resendBuckets (sends after the first): each small count on its own.
+	resendBuckets = []float64{0, 1, 2, 3, 4, 5, 10, 20, 50}
 )
 
 // version is the module's version as the build knows it, for the
