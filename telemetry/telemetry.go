@@ -260,7 +260,7 @@ type operationLayer struct {
 // allocation with its context and the body that ends it.
 type opSpan struct {
 	t             *Telemetry
-	ctx           opContext
+	ctx           context.Context // the span's
 	span          trace.Span
 	start         time.Time
 	method        method
@@ -273,23 +273,6 @@ type opSpan struct {
 	callerAttempt int                  // the caller's attempt this operation serves (crosslayer.PositionOf); 0 if unknown
 	body          wire.Watched         // ends the span when the caller is done with the body
 	end0          [7]attribute.KeyValue
-}
-
-// opContext is the operation span's context, carrying the opSpan for the
-// attempt layer below, in the opSpan's own allocation.
-type opContext struct {
-	context.Context // the span's
-	s               *opSpan
-}
-
-type opSpanKey struct{}
-
-// Value answers for the opSpan and asks the span's context otherwise.
-func (c *opContext) Value(key any) any {
-	if key == (opSpanKey{}) {
-		return c.s
-	}
-	return c.Context.Value(key)
 }
 
 func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -306,9 +289,8 @@ func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if in := inbound.From(parent); in != nil {
 		s.callerAttempt = in.Attempt // a crosslayer.Handler's
 	}
-	s.ctx.s = s
-	s.ctx.Context, s.span = o.t.tracer.Start(parent, s.method.operationName(), internalKind...)
-	resp, err := wire.RoundTrip(o.next, req.WithContext(&s.ctx))
+	s.ctx, s.span = o.t.tracer.Start(parent, s.method.operationName(), internalKind...)
+	resp, err := wire.RoundTrip(o.next, req.WithContext(s.ctx))
 	if err != nil {
 		s.rep = engine.ReportFrom(err)
 		if se, ok := errors.AsType[*middleware.StatusError](err); ok {
@@ -371,7 +353,7 @@ func (s *opSpan) finish(err error, roundTrip bool) {
 		}
 	}
 	s.span.End()
-	if ctx := &s.ctx; s.timed {
+	if ctx := s.ctx; s.timed {
 		attrs := metric.WithAttributes(semconv.HTTPRequestMethodKey.String(s.method.name), AttrStopReason.String(string(stop)))
 		s.t.opDuration.Record(ctx, time.Since(s.start).Seconds(), attrs)
 		if s.op != nil {
@@ -603,11 +585,16 @@ func (s *attemptSpan) BodyDone(err error) error {
 
 func (a *attemptLayer) CloseIdleConnections() { wire.CloseIdle(a.next) }
 
-// urlFull is req's url.full: the operation's, already made, when req has
-// the operation's URL (its first hop, without Prepare).
+// urlFull is req's url.full: the operation span's, already made, when req
+// has the operation's URL (its first hop, without Prepare). The operation
+// span is found among the operation's observers: no context of its own.
 func urlFull(req *http.Request) string {
-	if op, ok := req.Context().Value(opSpanKey{}).(*opSpan); ok && op.url == req.URL {
-		return op.full
+	if op := operation.From(req.Context()); op != nil {
+		for _, x := range op.Observers() {
+			if s, ok := x.(*opSpan); ok && s.url == req.URL {
+				return s.full
+			}
+		}
 	}
 	return RedactURL(req.URL)
 }
