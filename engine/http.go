@@ -57,7 +57,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	o := &httpOp{e: e, next: t.next, req: req, rep: Report{Policy: e.p.Name, Layer: e.layer}}
 	o.rep.Attempts = o.rep.attempt[:0]
 	o.outside.Context = req.Context()
-	o.trace.bind()
+	o.trace = traces.Get().(*wireTrace)
+	defer traces.Put(o.trace)
 	ctx := req.Context()
 	callerTrace := httptrace.ContextClientTrace(ctx) != nil
 	o.operation = operation.From(ctx) // nil outside a Stack: sends numbered here
@@ -166,7 +167,7 @@ type httpOp struct {
 	attempts  int                  // attempts made, for numbering outside a Stack
 	refreshed bool                 // RefreshAuth ran for this operation
 	rep       Report
-	trace     wireTrace
+	trace     *wireTrace         // from traces, for the operation's RoundTrip
 	sending   operation.Sending  // o's sends under the stack's context
 	sends     attemptContext     // or under a context of o's: outside a Stack, or inside another retry layer's sends
 	compose   bool               // the caller traces too: each attempt gets a copy of the trace, composed with the caller's
@@ -254,7 +255,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 			return nil, attemptInfo{processed: policy.NotSent}, err
 		}
 	}
-	tr := &o.trace
+	tr := o.trace
 	tr.reset()
 	resend := o.resend()
 	o.attempts++
@@ -331,6 +332,19 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	}
 	return resp, info, err
 }
+
+// traces holds wire traces with their callbacks bound, so that an
+// operation needs no closures of its own (two allocations on every
+// request). A trace never reaches the caller. The transport calls GotConn
+// within RoundTrip; only WroteHeaders may come after it returns (net/http
+// reports the write from a goroutine of its own), and a late one can only
+// mark a later attempt "written": the safe side, since a written request
+// is never resent unless it may be.
+var traces = sync.Pool{New: func() any {
+	t := new(wireTrace)
+	t.bind()
+	return t
+}}
 
 // wireTrace watches the attempts of one operation on the wire, one at a
 // time: reset before each. The transport calls it from its own goroutines,
