@@ -75,13 +75,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// or a deadline.
 		defer o.sending.End()
 	} else {
-		o.sends.SenderContext = operation.SenderContext{Context: ctx, Sender: o}
+		sends := &attemptContext{SenderContext: operation.SenderContext{Context: ctx, Sender: o}} // the rarer way: a context of its own
 		if !callerTrace && operation.TraceKey != nil {
-			o.sends.trace = &o.trace.client
+			sends.trace = &o.trace.client
 		} else {
 			o.compose = true
 		}
-		ctx = &o.sends
+		ctx = sends
 	}
 	f := facts{
 		replayable: wire.Replayable(req),
@@ -169,12 +169,11 @@ type httpOp struct {
 	rep       Report
 	trace     *wireTrace         // from traces, for the operation's RoundTrip
 	sending   operation.Sending  // o's sends under the stack's context
-	sends     attemptContext     // or under a context of o's: outside a Stack, or inside another retry layer's sends
 	compose   bool               // the caller traces too: each attempt gets a copy of the trace, composed with the caller's
 	outside   operation.Detached // the hooks' and RefreshAuth's
 	retrying  operation.Retrying // what the layers below read, when o owns the operation
 	body      wire.Watched       // the returned response's Body
-	final     deadlines          // what bounds it until it is done
+	final     finalDeadlines     // what bounds it until it is done
 }
 
 // attemptContext is the context of a retry layer's attempts when the
@@ -458,18 +457,28 @@ func (o *httpOp) deadline(d time.Duration) time.Time {
 // to watch; an upgraded connection (101) is the caller's as it is, no
 // deadline of the engine's bounding it.
 func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
-	o.final = d
+	// The caller's context is the request's, and the report o's: only
+	// what differs is kept.
+	o.final = finalDeadlines{op: d.op, attempt: d.attempt, cancelOp: d.cancelOp, cancelAt: d.cancelAt}
 	if !o.body.Watch(resp, o) {
 		d.release()
 	}
 	return resp
 }
 
+// finalDeadlines are the deadlines of the returned response's body, less
+// what httpOp holds anyway.
+type finalDeadlines struct {
+	op, attempt        context.Context
+	cancelOp, cancelAt context.CancelFunc
+}
+
 // BodyDone implements wire.Watcher for the returned response's body: the
 // deadlines end, and a read that failed names its stop in the report and
 // comes back as an *Error.
 func (o *httpOp) BodyDone(err error) error {
-	d := o.final
+	f := o.final
+	d := deadlines{caller: o.req.Context(), op: f.op, attempt: f.attempt, cancelOp: f.cancelOp, cancelAt: f.cancelAt, rep: &o.rep}
 	defer d.release()
 	if err == nil {
 		return nil
