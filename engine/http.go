@@ -10,8 +10,6 @@ import (
 	"net/http/httptrace"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/retrystack/retrystack/internal/inbound"
@@ -57,8 +55,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	o := &httpOp{e: e, next: t.next, req: req, rep: Report{Policy: e.p.Name, Layer: e.layer}}
 	o.rep.Attempts = o.rep.attempt[:0]
 	o.outside.Context = req.Context()
-	o.trace = traces.Get().(*wireTrace)
-	defer traces.Put(o.trace)
+	o.trace = wire.GetTrace()
+	defer wire.PutTrace(o.trace)
 	ctx := req.Context()
 	callerTrace := httptrace.ContextClientTrace(ctx) != nil
 	o.operation = operation.From(ctx) // nil outside a Stack: sends numbered here
@@ -68,7 +66,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// and budget (middleware.Operation).
 		defer o.operation.Unclaim(&o.retrying)
 	}
-	o.sending = operation.Sending{Sender: o, Trace: &o.trace.client}
+	o.sending = operation.Sending{Sender: o, Trace: o.trace.Client()}
 	if o.operation != nil && !callerTrace && o.operation.Begin(&o.sending) {
 		// The stack's context names o the Sender and carries its trace:
 		// an attempt needs a request of its own only for a body, a Prepare
@@ -77,7 +75,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	} else {
 		sends := &attemptContext{SenderContext: operation.SenderContext{Context: ctx, Sender: o}} // the rarer way: a context of its own
 		if !callerTrace && operation.TraceKey != nil {
-			sends.trace = &o.trace.client
+			sends.trace = o.trace.Client()
 		} else {
 			o.compose = true
 		}
@@ -167,7 +165,7 @@ type httpOp struct {
 	attempts  int                  // attempts made, for numbering outside a Stack
 	refreshed bool                 // RefreshAuth ran for this operation
 	rep       Report
-	trace     *wireTrace         // from traces, for the operation's RoundTrip
+	trace     *wire.Trace        // from the pool, for the operation's RoundTrip
 	sending   operation.Sending  // o's sends under the stack's context
 	compose   bool               // the caller traces too: each attempt gets a copy of the trace, composed with the caller's
 	outside   operation.Detached // the hooks' and RefreshAuth's
@@ -230,20 +228,18 @@ func (o *httpOp) TimeoutHeader() string {
 }
 
 // Hedged implements operation.HedgeSender.
-func (o *httpOp) Hedged() { o.trace.hedges.Add(1) }
+func (o *httpOp) Hedged() { o.trace.Hedged() }
 
 // HedgeBudget implements operation.HedgeSender: hedges withdraw from the
 // policy's retry budget, so hedging cannot double a storm.
 func (o *httpOp) HedgeBudget() bool { return o.e.p.Budget == nil || o.e.p.Budget.Withdraw() }
 
 // Conns implements operation.Sender.
-func (o *httpOp) Conns() int { return int(o.trace.conns.Load()) }
+func (o *httpOp) Conns() int { return o.trace.Conns() }
 
 // Peer implements operation.Sender.
 func (o *httpOp) Peer() net.Addr {
-	o.trace.mu.Lock()
-	defer o.trace.mu.Unlock()
-	return o.trace.peer
+	return o.trace.Peer()
 }
 
 func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInfo, error) {
@@ -255,14 +251,14 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		}
 	}
 	tr := o.trace
-	tr.reset()
+	tr.Reset()
 	resend := o.resend()
 	o.attempts++
 	o.retrying.Attempt.Store(int32(n))
 	if o.compose {
 		// WithClientTrace composes the caller's trace into the one it is
 		// given: then each attempt needs a copy of its own.
-		cp := tr.client
+		cp := *tr.Client()
 		ctx = httptrace.WithClientTrace(ctx, &cp)
 	}
 	// The cross-layer headers: the attempt on a retry, the time left
@@ -321,73 +317,15 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	}
 	resp, err := wire.RoundTrip(o.next, r)
 	info := attemptInfo{
-		processed:   processedBy(err, tr.wrote.Load(), tr.conns.Load() > 0),
-		transparent: tr.transparent(),
-		hedges:      int(tr.hedges.Load()),
+		processed:   processedBy(err, tr.Wrote(), tr.Conns() > 0),
+		transparent: tr.Transparent(),
+		hedges:      tr.Hedges(),
 		resend:      resend,
 	}
 	if err == nil {
 		info.status, info.header = resp.StatusCode, resp.Header
 	}
 	return resp, info, err
-}
-
-// traces holds wire traces with their callbacks bound, so that an
-// operation needs no closures of its own (two allocations on every
-// request). A trace never reaches the caller. The transport calls GotConn
-// within RoundTrip; only WroteHeaders may come after it returns (net/http
-// reports the write from a goroutine of its own), and a late one can only
-// mark a later attempt "written": the safe side, since a written request
-// is never resent unless it may be.
-var traces = sync.Pool{New: func() any {
-	t := new(wireTrace)
-	t.bind()
-	return t
-}}
-
-// wireTrace watches the attempts of one operation on the wire, one at a
-// time: reset before each. The transport calls it from its own goroutines,
-// hence the atomics; its callbacks are bound once per operation.
-type wireTrace struct {
-	// conns counts connections obtained: one per physical send. (HTTP/2
-	// does not always report WroteHeaders for a stream refused at once, so
-	// that cannot count sends; a connection found dead before anything was
-	// written counts too, so a report may count a send no server saw.)
-	conns  atomic.Int32
-	hedges atomic.Int32 // hedges a hedging layer below sent, each on a connection of its own
-	wrote  atomic.Bool  // request headers written
-
-	mu   sync.Mutex
-	peer net.Addr // the last connection's remote address
-
-	client httptrace.ClientTrace
-}
-
-func (t *wireTrace) bind() {
-	t.client = httptrace.ClientTrace{
-		GotConn: func(info httptrace.GotConnInfo) {
-			t.conns.Add(1)
-			if info.Conn != nil {
-				t.mu.Lock()
-				t.peer = info.Conn.RemoteAddr()
-				t.mu.Unlock()
-			}
-		},
-		WroteHeaders: func() { t.wrote.Store(true) },
-	}
-}
-
-// transparent counts the sends beyond the first of the attempt that the
-// transport made on its own: hedges are not.
-func (t *wireTrace) transparent() int { return max(int(t.conns.Load()-t.hedges.Load())-1, 0) }
-
-func (t *wireTrace) reset() {
-	t.conns.Store(0)
-	t.hedges.Store(0)
-	t.wrote.Store(false)
-	t.mu.Lock()
-	t.peer = nil
-	t.mu.Unlock()
 }
 
 func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error) policy.Decision {

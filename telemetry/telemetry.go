@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"runtime/debug"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/retrystack/retrystack/engine"
@@ -483,10 +482,12 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, span := a.t.tracer.Start(req.Context(), s.method.spanName(), s.opts[:]...)
 	s.ctx, s.span = ctx, span
 	r := req
-	var watch *ownTrace // the wire, when no retry layer watches it
+	var watch *wire.Trace // the wire, when no retry layer watches it
 	if sender == nil && span.IsRecording() {
-		watch = new(ownTrace)
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: watch.gotConn})
+		watch = wire.GetTrace()
+		defer wire.PutTrace(watch)
+		cp := *watch.Client() // WithClientTrace composes into what it is given
+		ctx = httptrace.WithClientTrace(ctx, &cp)
 	}
 	if span.SpanContext().IsValid() {
 		r = req.WithContext(ctx)
@@ -511,8 +512,7 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 		if sender != nil {
 			transparent, peer = sender.Conns()-conns0-1, sender.Peer()
 		} else {
-			transparent, peer = watch.result()
-			transparent--
+			transparent, peer = watch.Conns()-1, watch.Peer()
 		}
 		if host, port, ok := splitAddr(peer); ok {
 			attrs = append(attrs, semconv.NetworkPeerAddress(host), semconv.NetworkPeerPort(port))
@@ -597,29 +597,6 @@ func urlFull(req *http.Request) string {
 		}
 	}
 	return RedactURL(req.URL)
-}
-
-// ownTrace watches the wire for an attempt layer with no retry layer
-// above: connections handed out and the last one's peer.
-type ownTrace struct {
-	mu    sync.Mutex
-	conns int
-	peer  net.Addr
-}
-
-func (w *ownTrace) gotConn(info httptrace.GotConnInfo) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.conns++
-	if info.Conn != nil {
-		w.peer = info.Conn.RemoteAddr()
-	}
-}
-
-func (w *ownTrace) result() (int, net.Addr) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.conns, w.peer
 }
 
 // splitAddr gives network.peer.address and network.peer.port.
