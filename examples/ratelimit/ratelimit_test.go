@@ -41,6 +41,22 @@ func failOnce() (*httptest.Server, *atomic.Int32) {
 	})), &n
 }
 
+// limited is a client over cfg's stack with the limiter below the retry
+// layer: one request an hour, the first at once.
+func limited(t *testing.T, cfg retrystack.Config) *http.Client {
+	t.Helper()
+	stack, err := retrystack.NewStack(cfg)
+	if err == nil {
+		stack, err = stack.InsertAfter("retry", ratelimit.Layer(rate.Every(time.Hour), 1))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return retrystack.Client(stack, tr)
+}
+
 // A layer written outside the library, on its public API, joins the
 // operation as the library's own layers do: it reads the attempt, draws
 // on the retry budget, refuses with its own stop reason, and the refusal
@@ -62,7 +78,7 @@ func TestALayerOfTheUsersJoinsTheOperation(t *testing.T) {
 
 	var gaveUp *engine.Report
 	var refusedAttempt error
-	stack, err := retrystack.NewStack(retrystack.Config{Policy: &p, Telemetry: tel, Hooks: engine.Hooks{
+	client := limited(t, retrystack.Config{Policy: &p, Telemetry: tel, Hooks: engine.Hooks{
 		OnAttempt: func(ev engine.AttemptEvent) {
 			if ev.Attempt.Err != nil {
 				refusedAttempt = ev.Attempt.Err
@@ -70,15 +86,7 @@ func TestALayerOfTheUsersJoinsTheOperation(t *testing.T) {
 		},
 		OnGiveUp: func(r *engine.Report) { gaveUp = r },
 	}})
-	if err == nil {
-		stack, err = stack.InsertAfter("retry", ratelimit.Layer(rate.Every(time.Hour), 1))
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	_, err = retrystack.Client(stack, tr).Get(srv.URL)
+	_, err = client.Get(srv.URL)
 
 	// It read the attempt: the retry, attempt 2, found no token.
 	var refusal *ratelimit.Error
@@ -132,16 +140,8 @@ func TestARetryBorrowsFromTheBudget(t *testing.T) {
 	b.left.Store(2)
 	p := policy.Default()
 	p.Backoff, p.Budget = policy.Backoff{}, b
-	stack, err := retrystack.NewStack(retrystack.Config{Policy: &p})
-	if err == nil {
-		stack, err = stack.InsertAfter("retry", ratelimit.Layer(rate.Every(time.Hour), 1))
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	resp, err := retrystack.Client(stack, tr).Get(srv.URL)
+	client := limited(t, retrystack.Config{Policy: &p})
+	resp, err := client.Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,23 +156,14 @@ func TestARetryBorrowsFromTheBudget(t *testing.T) {
 func TestAWaitPastTheDeadlineIsNotStarted(t *testing.T) {
 	srv, served := failOnce()
 	defer srv.Close()
-	stack, err := retrystack.NewStack(retrystack.Config{})
-	if err == nil {
-		stack, err = stack.InsertAfter("retry", ratelimit.Layer(rate.Every(time.Hour), 1))
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	client := retrystack.Client(stack, tr)
+	client := limited(t, retrystack.Config{})
 	if resp, err := client.Get(srv.URL); err == nil { // the one token
 		resp.Body.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
-	_, err = client.Do(req)
+	_, err := client.Do(req)
 	var refusal *ratelimit.Error
 	if !errors.As(err, &refusal) || refusal.Attempt != 1 || refusal.Wait < time.Minute {
 		t.Errorf("%v: want attempt 1 refused, its token more than the minute left away", err)
