@@ -82,8 +82,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if op := operation.From(req.Context()); op != nil {
 		// Retry layers below see the responses they discard; when this
 		// RoundTrip returns, the layers above see what they saw before.
-		prev := op.SwapDiscard(t.observe)
-		defer func() { op.SwapDiscard(prev) }()
+		prev := op.SwapDiscard(&t.observe)
+		defer op.RestoreDiscard(&t.observe, prev)
 	}
 	if cookies := t.jar.Cookies(cookieURL(req)); len(cookies) > 0 {
 		if r == req {

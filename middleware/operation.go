@@ -29,7 +29,10 @@ func OperationOf(ctx context.Context) (op Operation, ok bool) {
 // first), or 0 with none. Written by the retry layer that owns the
 // operation: the outermost one of the stack, once per attempt; a redirect
 // layer above it makes each hop an operation of the retry layer's own,
-// numbered from 1.
+// numbered from 1. (A hedge layer above the retry layer, not the order
+// docs/ordering.md recommends, runs a retry layer per send at once: the
+// first owns the operation until it returns, and a later send's layers
+// may then read 0.)
 func (op Operation) Attempt() int {
 	if op.o == nil {
 		return 0

@@ -11,6 +11,7 @@ import (
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/breaker"
 	"github.com/retrystack/retrystack/hedge"
+	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/telemetry"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -107,5 +108,102 @@ func TestBreakerAndHedgeOnTelemetry(t *testing.T) {
 	}
 	if !found {
 		t.Error("no transition to open in the metric")
+	}
+}
+
+// With the redirect layer above telemetry, each hop has an operation span;
+// a breaker's state change is counted once, by the span of its hop. A
+// breaker above the retry layer that refuses names the span's stop; a
+// panic below still ends the span.
+func TestEventsPerHopAndRefusalsAbove(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	tel, err := telemetry.New(telemetry.Config{TracerProvider: tp, MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/a":
+			http.Redirect(w, r, "/b", http.StatusFound)
+		case "/panic":
+			w.WriteHeader(http.StatusTeapot)
+		default:
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	defer srv.Close()
+	p := policy.Never()
+	stack, err := retrystack.NewStack(retrystack.Config{Policy: &p, Telemetry: tel})
+	if err == nil {
+		stack, err = stack.Select("redirect", "telemetry", "cookies", "retry", "attempt-telemetry")
+	}
+	if err == nil {
+		stack, err = stack.InsertAfter("retry", breaker.Layer(breaker.Config{Consecutive: 1, Key: func(r *http.Request) string { return r.URL.Path }}))
+	}
+	if err == nil {
+		stack, err = stack.InsertBefore("attempt-telemetry", middleware.Layer{Name: "panic", Wrap: func(next http.RoundTripper) http.RoundTripper {
+			return middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+				if req.URL.Path == "/panic" {
+					panic("below")
+				}
+				return next.RoundTrip(req)
+			})
+		}})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := retrystack.Client(stack, tr)
+	if resp, err := c.Get(srv.URL + "/a"); err == nil { // /a → /b: 500 opens /b's circuit
+		resp.Body.Close()
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "retrystack.client.breaker.transitions" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				if dp.Value != 1 {
+					t.Errorf("transition %v counted %d times, want once", dp.Attributes.ToSlice(), dp.Value)
+				}
+			}
+		}
+	}
+
+	// The breaker above the retry layer: its refusal is the span's stop.
+	above, err := stack.Select("telemetry", "breaker", "retry", "panic", "attempt-telemetry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = retrystack.Client(above, tr)
+	for range 2 { // a 500 opens /b's circuit; the second is refused
+		if resp, err := c.Get(srv.URL + "/b"); err == nil {
+			resp.Body.Close()
+		}
+	}
+	last := rec.Ended()[len(rec.Ended())-1]
+	if v, _ := attr(last, "retrystack.stop_reason"); v != "circuit-open" {
+		t.Errorf("a refused operation's span stop_reason %q, want circuit-open", v)
+	}
+
+	// A panic below: the span ends all the same.
+	before := len(rec.Ended())
+	func() {
+		defer func() { recover() }()
+		c.Get(srv.URL + "/panic")
+	}()
+	if len(rec.Ended()) == before {
+		t.Error("the operation span of a panicking request never ended")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"runtime/debug"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrystack/retrystack/engine"
@@ -195,6 +196,9 @@ func (t *Telemetry) Attempt() middleware.Layer {
 // event of the operation's span; a breaker's state change is also a point
 // of the retrystack.client.breaker.transitions metric.
 func (s *opSpan) Observe(e middleware.Event) {
+	if s.ended.Load() {
+		return // an earlier hop's span (a redirect layer above telemetry): counted by the current one
+	}
 	if s.span.IsRecording() {
 		s.span.AddEvent(e.Name, trace.WithAttributes(e.Attrs...))
 	}
@@ -211,6 +215,10 @@ func (s *opSpan) Observe(e middleware.Event) {
 		s.t.circuits.Add(context.Background(), 1, metric.WithAttributes(AttrBreakerKey.String(key), AttrBreakerState.String(to)))
 	}
 }
+
+// errPanicked is the error an operation span ends with when a panic
+// below ended its RoundTrip.
+var errPanicked = errors.New("telemetry: a panic ended the operation")
 
 // eventBreakerChange is package breaker's EventStateChange: telemetry
 // knows events by name, not by importing the layers that emit them.
@@ -271,6 +279,7 @@ type opSpan struct {
 	timed         bool                 // the metrics record: start is set
 	callerAttempt int                  // the caller's attempt this operation serves (crosslayer.PositionOf); 0 if unknown
 	body          wire.Watched         // ends the span when the caller is done with the body
+	ended         atomic.Bool          // finish ran: events are the next hop's span's
 	end0          [7]attribute.KeyValue
 }
 
@@ -289,7 +298,14 @@ func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.callerAttempt = in.Attempt // a crosslayer.Handler's
 	}
 	s.ctx, s.span = o.t.tracer.Start(parent, s.method.operationName(), internalKind...)
+	returned := false
+	defer func() {
+		if !returned { // a panic below: the span ends, marked, and the panic goes on
+			s.finish(errPanicked, true)
+		}
+	}()
 	resp, err := wire.RoundTrip(o.next, req.WithContext(s.ctx))
+	returned = true
 	if err != nil {
 		s.rep = engine.ReportFrom(err)
 		if se, ok := errors.AsType[*middleware.StatusError](err); ok {
@@ -309,10 +325,14 @@ func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 // no body to read, else when the caller is done with the body. err is the
 // operation's error (roundTrip) or the body's.
 func (s *opSpan) finish(err error, roundTrip bool) {
+	s.ended.Store(true)
 	stop := policy.StopSuccess
+	refusal, refused := errors.AsType[policy.Refusal](err)
 	switch {
 	case s.rep != nil:
 		stop = s.rep.Stop
+	case refused && refusal.StopReason() != "":
+		stop = refusal.StopReason() // a layer above any retry layer refused: a breaker outside it
 	case err != nil && errors.Is(err, context.Canceled):
 		stop = policy.StopCancelled
 	case err != nil && roundTrip:

@@ -24,21 +24,21 @@ import (
 // Operation is one logical operation's shared state.
 type Operation struct {
 	sends    atomic.Int32
-	discard  DiscardObserver // set and read on the request's goroutine
-	deadline time.Time       // the total deadline, fixed by the first retry layer with one
-	key      string          // the Idempotency-Key the first retry layer made, for every hop
+	discard  atomic.Pointer[DiscardObserver] // a hedge above runs the layers below on several goroutines
+	deadline time.Time                       // the total deadline, fixed by the first retry layer with one
+	key      string                          // the Idempotency-Key the first retry layer made, for every hop
 	sending  atomic.Pointer[Sending]
 	retrying atomic.Pointer[Retrying]
 
-	obsMu     sync.Mutex
-	observers []any  // middleware.Observers, append-only
-	obsArr    [1]any // their first home: no allocation for one (telemetry's); one, so that an operation fits a smaller size class
+	mu        sync.Mutex // the deadline, the key and the observers
+	observers []any      // middleware.Observers, append-only
+	obsArr    [1]any     // their first home: no allocation for one (telemetry's); one, so that an operation fits a smaller size class
 }
 
 // AddObserver adds x (a middleware.Observer) to the operation.
 func (o *Operation) AddObserver(x any) {
-	o.obsMu.Lock()
-	defer o.obsMu.Unlock()
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if o.observers == nil {
 		o.observers = o.obsArr[:0]
 	}
@@ -48,8 +48,8 @@ func (o *Operation) AddObserver(x any) {
 // Observers returns the operation's observers so far: observers are only
 // ever appended, so the slice stays valid outside the lock.
 func (o *Operation) Observers() []any {
-	o.obsMu.Lock()
-	defer o.obsMu.Unlock()
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	return o.observers
 }
 
@@ -73,11 +73,19 @@ func (o *Operation) Unclaim(r *Retrying) { o.retrying.CompareAndSwap(r, nil) }
 func (o *Operation) Retry() *Retrying { return o.retrying.Load() }
 
 // DeadlineSet returns the total deadline a retry layer fixed, if any.
-func (o *Operation) DeadlineSet() (time.Time, bool) { return o.deadline, !o.deadline.IsZero() }
+func (o *Operation) DeadlineSet() (time.Time, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.deadline, !o.deadline.IsZero()
+}
 
 // Key returns the Idempotency-Key a retry layer made for the operation,
 // or "".
-func (o *Operation) Key() string { return o.key }
+func (o *Operation) Key() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.key
+}
 
 // A Sending is a retry layer sending the operation's requests under the
 // operation's own context, so that they need no context (and no request
@@ -164,18 +172,28 @@ type DiscardObserver func(resp *http.Response) (lostCookies []string)
 // before a send, its http.request.resend_count.
 func (o *Operation) Sends() int { return int(o.sends.Load()) }
 
-// SwapDiscard installs obs and returns the previous observer, which the
-// caller puts back when its RoundTrip returns.
-func (o *Operation) SwapDiscard(obs DiscardObserver) DiscardObserver {
-	prev := o.discard
-	o.discard = obs
-	return prev
+// SwapDiscard installs obs (a pointer bound once per layer) and returns
+// the previous observer, which the caller hands to RestoreDiscard when its
+// RoundTrip returns.
+func (o *Operation) SwapDiscard(obs *DiscardObserver) (prev *DiscardObserver) {
+	return o.discard.Swap(obs)
+}
+
+// RestoreDiscard puts prev back, unless another RoundTrip of the layer
+// (a hedge's) has installed or restored an observer since: the sends of a
+// hedge above interleave, and the last to return must not reinstall an
+// observer the first already took away.
+func (o *Operation) RestoreDiscard(ours, prev *DiscardObserver) {
+	o.discard.CompareAndSwap(ours, prev)
 }
 
 // Deadline returns the operation's total deadline: now + timeout for the
 // first caller, the same instant for every later one (the retry layer of
-// each redirect hop), so a Policy.Timeout bounds the whole operation.
+// each redirect hop, or of each send of a hedge above it), so a
+// Policy.Timeout bounds the whole operation.
 func (o *Operation) Deadline(timeout time.Duration) time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if o.deadline.IsZero() {
 		o.deadline = time.Now().Add(timeout)
 	}
@@ -183,9 +201,11 @@ func (o *Operation) Deadline(timeout time.Duration) time.Time {
 }
 
 // IdempotencyKey returns the operation's generated Idempotency-Key, making
-// it with mint on the first call: every redirect hop's retry layer sends
-// the same one.
+// it with mint on the first call: every redirect hop's retry layer, and
+// every send's of a hedge above it, sends the same one.
 func (o *Operation) IdempotencyKey(mint func() string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if o.key == "" {
 		o.key = mint()
 	}
@@ -193,7 +213,12 @@ func (o *Operation) IdempotencyKey(mint func() string) string {
 }
 
 // Discard is the observer in force, or nil.
-func (o *Operation) Discard() DiscardObserver { return o.discard }
+func (o *Operation) Discard() DiscardObserver {
+	if p := o.discard.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 type (
 	operationKey struct{}
