@@ -16,6 +16,14 @@
 // error, closes the request body on every path, and forwards
 // CloseIdleConnections to the transport.
 //
+// A request that enters a stack starts an [Operation], shared by every
+// layer below across its attempts, hedges and redirect hops. A layer of
+// yours reads it with [OperationOf] (the attempt, the sends so far, the
+// deadline, the idempotency key, the retry budget), tells what happened in
+// it as an [Event] with [Operation.Emit], and refuses a request with an
+// error that names its stop reason (policy.Refusal), as the library's own
+// layers do.
+//
 // The stock layers are small: [ErrorForStatus] turns a final status >= 400
 // into a [*StatusError] (the fix for the "Ok(503)" trap), and [Header] and
 // [HeaderFunc] set headers. Deadlines are the retry layer's:
