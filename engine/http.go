@@ -208,8 +208,9 @@ func timeLeft(dl time.Time) string {
 	return strconv.FormatInt(max((time.Until(dl)+time.Millisecond-1).Milliseconds(), 0), 10)
 }
 
-// Restamp implements operation.HedgeSender: a hedge sent later than the
-// attempt began tells the server the time left when it is sent.
+// Restamp implements operation.HedgeSender: a request sent later than its
+// attempt began (a hedge, or after Prepare) tells the server the time left
+// when it is sent.
 func (o *httpOp) Restamp(r *http.Request) {
 	if o.e.signals.Off || len(r.Header[o.e.timeoutHeader]) == 0 {
 		return
@@ -244,7 +245,7 @@ func (o *httpOp) Peer() net.Addr {
 
 func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInfo, error) {
 	var body io.ReadCloser
-	if n > 1 && o.hasBody() {
+	if n > 1 && wire.HasBody(o.req) {
 		var err error
 		if body, err = o.req.GetBody(); err != nil {
 			return nil, attemptInfo{processed: policy.NotSent}, err
@@ -307,13 +308,10 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 			}
 			return nil, attemptInfo{processed: policy.NotSent, resend: resend}, err
 		}
-		if timeoutHdr != "" {
-			// The time left when the request leaves, not when Prepare
-			// began (a token fetch can take a while): as gRPC sets
-			// grpc-timeout at send time, after per-call credentials.
-			dl, _ := ctx.Deadline()
-			r.Header[o.e.timeoutHeader] = []string{timeLeft(dl)}
-		}
+		// The time left when the request leaves, not when Prepare began
+		// (a token fetch can take a while): as gRPC sets grpc-timeout at
+		// send time, after per-call credentials.
+		o.Restamp(r)
 	}
 	resp, err := wire.RoundTrip(o.next, r)
 	info := attemptInfo{
@@ -365,8 +363,6 @@ func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error)
 	}
 	return d
 }
-
-func (o *httpOp) hasBody() bool { return wire.HasBody(o.req) }
 
 // discard shows the response to the observer a layer above installed,
 // then releases it without letting a stalled body hold the operation.
