@@ -140,22 +140,35 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		winner   *result
 		lastErr  error
 		panicked *sendPanic
-		looped   bool
+		settled  bool
 	)
-	defer func() {
-		if looped {
-			return
+	// release cancels every send but keep's (-1: every one) and waits for
+	// those in flight, releasing their answers; it returns the first panic
+	// among them.
+	release := func(keep int) (p *sendPanic) {
+		for i, c := range cancels {
+			if i != keep {
+				c()
+			}
 		}
-		// A panic on this goroutine while hedging (a GetBody, a budget,
-		// a Safe of the caller's): every send is cancelled and released
-		// before the panic goes on.
-		for _, c := range cancels {
-			c()
-		}
-		for range inFlight {
-			if r := <-results; r.panic == nil && r.err == nil {
+		for ; inFlight > 0; inFlight-- {
+			switch r := <-results; {
+			case r.panic != nil:
+				if p == nil {
+					p = r.panic
+				}
+			case r.err == nil:
 				wire.Discard(r.resp)
 			}
+		}
+		return p
+	}
+	defer func() {
+		if !settled {
+			// A panic on this goroutine while hedging (a GetBody, a
+			// budget, a Safe of the caller's): every send is cancelled and
+			// released before the panic goes on.
+			release(-1)
 		}
 	}()
 	for winner == nil && panicked == nil && inFlight > 0 {
@@ -197,30 +210,20 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			timer.Reset(h.delay())
 		}
 	}
-	looped = true
+	settled = true
 	// The losers: cancelled, and released once they return, before
 	// RoundTrip does.
-	for i, c := range cancels {
-		if winner == nil || i != winner.n {
-			c()
-		}
+	keep := -1
+	if winner != nil {
+		keep = winner.n
 	}
-	for range inFlight {
-		switch r := <-results; {
-		case r.panic != nil:
-			if panicked == nil {
-				panicked = r.panic
-			}
-		case r.err == nil:
-			wire.Discard(r.resp)
-		}
+	if p := release(keep); panicked == nil {
+		panicked = p
 	}
 	if panicked != nil {
 		if winner != nil {
 			wire.Discard(winner.resp)
-		}
-		for _, c := range cancels {
-			c()
+			winner.cancel()
 		}
 		panic(panicked.value)
 	}
