@@ -290,9 +290,8 @@ func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	s.full = RedactURL(req.URL)
 	parent := req.Context()
-	s.op = operation.From(parent)
-	if op, ok := middleware.OperationOf(parent); ok {
-		op.Observe(s)
+	if s.op = operation.From(parent); s.op != nil {
+		s.op.AddObserver(s) // as middleware.Operation.Observe does, without a second lookup
 	}
 	if in := inbound.From(parent); in != nil {
 		s.callerAttempt = in.Attempt // a crosslayer.Handler's
@@ -486,7 +485,8 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	// even when a layer between makes more sends (redirect hops).
 	sender := operation.SenderFrom(req.Context())
 	var resend, conns0 int
-	if op := operation.From(req.Context()); op != nil {
+	op := operation.From(req.Context())
+	if op != nil {
 		resend = op.Sends() // the sends before this one, counted next to the base
 	}
 	if sender != nil {
@@ -494,7 +494,7 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	// What a sampler should see: the attributes known before the send.
 	start := s.method.attrs(s.attrs[:0])
-	start = append(start, semconv.ServerAddress(s.host), semconv.ServerPort(s.port), semconv.URLFull(urlFull(req)))
+	start = append(start, semconv.ServerAddress(s.host), semconv.ServerPort(s.port), semconv.URLFull(urlFull(req, op)))
 	if resend > 0 {
 		start = append(start, semconv.HTTPRequestResendCount(resend))
 	}
@@ -608,8 +608,8 @@ func (a *attemptLayer) CloseIdleConnections() { wire.CloseIdle(a.next) }
 // urlFull is req's url.full: the operation span's, already made, when req
 // has the operation's URL (its first hop, without Prepare). The operation
 // span is found among the operation's observers: no context of its own.
-func urlFull(req *http.Request) string {
-	if op := operation.From(req.Context()); op != nil {
+func urlFull(req *http.Request, op *operation.Operation) string {
+	if op != nil {
 		for _, x := range op.Observers() {
 			if s, ok := x.(*opSpan); ok && s.url == req.URL {
 				return s.full
