@@ -21,20 +21,27 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// A breaker's state change is a span event on the request's span and a
-// point of the transitions metric; a hedge is an attempt span of its own,
-// marked as one.
-func TestBreakerAndHedgeOnTelemetry(t *testing.T) {
+// instrumented is a Telemetry recording its spans and metrics in memory.
+func instrumented(t *testing.T) (*tracetest.SpanRecorder, *sdkmetric.ManualReader, *telemetry.Telemetry) {
+	t.Helper()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer mp.Shutdown(context.Background())
+	t.Cleanup(func() { mp.Shutdown(context.Background()) })
 	tel, err := telemetry.New(telemetry.Config{TracerProvider: tp, MeterProvider: mp})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rec, reader, tel
+}
+
+// A breaker's state change is a span event on the request's span and a
+// point of the transitions metric; a hedge is an attempt span of its own,
+// marked as one.
+func TestBreakerAndHedgeOnTelemetry(t *testing.T) {
+	rec, reader, tel := instrumented(t)
 
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -116,16 +123,7 @@ func TestBreakerAndHedgeOnTelemetry(t *testing.T) {
 // breaker above the retry layer that refuses names the span's stop; a
 // panic below still ends the span.
 func TestEventsPerHopAndRefusalsAbove(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer mp.Shutdown(context.Background())
-	tel, err := telemetry.New(telemetry.Config{TracerProvider: tp, MeterProvider: mp})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, reader, tel := instrumented(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/a":
