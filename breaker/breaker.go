@@ -271,7 +271,7 @@ func (b *Breaker) sweep(now time.Time) {
 	for key, c := range b.circuits {
 		c.mu.Lock()
 		if c.idle(&b.cfg, now) {
-			c.forget()
+			c.forgotten = true // a request that found it before finds the current one
 			delete(b.circuits, key)
 		}
 		c.mu.Unlock()
@@ -285,7 +285,7 @@ func (b *Breaker) evict() bool {
 		c.mu.Lock()
 		ok := c.inflight == 0
 		if ok {
-			c.forget()
+			c.forgotten = true // a request that found it before finds the current one
 			delete(b.circuits, key)
 		}
 		c.mu.Unlock()
@@ -305,23 +305,24 @@ func (t *transport) CloseIdleConnections() { wire.CloseIdle(t.next) }
 
 func (t *transport) RoundTrip(req *http.Request) (resp *http.Response, err error) {
 	var (
-		c                  *circuit
-		adm                admission
-		admitted, recorded bool
-		passedOn, returned bool
+		c      *circuit
+		adm    admission
+		held   bool              // adm is neither recorded nor released
+		unsent = req.Body != nil // req.Body is this layer's to close
+		done   bool
 	)
 	defer func() {
-		if returned {
+		if done {
 			return
 		}
 		// A panic (below the layer, in OnChange, in Key or Failure): an
 		// admitted request gives its place back, counting for nothing, or
 		// a half-open circuit would keep its probe slot for ever; a body
 		// never passed on is closed, an answer nobody will get too.
-		if admitted && !recorded {
+		if held {
 			c.release(adm)
 		}
-		if !passedOn && req.Body != nil {
+		if unsent {
 			req.Body.Close()
 		}
 		if resp != nil {
@@ -331,31 +332,31 @@ func (t *transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 	b := t.b
 	key := b.key(req)
 	c, adm, change, until, ok := b.admit(key, b.cfg.Now())
-	admitted = ok
+	held = ok
 	if !ok {
-		if req.Body != nil {
+		if unsent {
 			req.Body.Close() // a RoundTripper closes the body, sent or not
+			unsent = false
 		}
-		passedOn = true
 		b.changed(req.Context(), c, key, change)
-		returned = true
+		done = true
 		return nil, &OpenError{Key: key, Until: until}
 	}
 	b.changed(req.Context(), c, key, change)
-	passedOn = true
+	unsent = false
 	resp, err = wire.RoundTrip(t.next, req)
 	if err != nil && req.Context().Err() == context.Canceled {
 		// The caller's, whatever the error says (net/http returns the
 		// cancellation's cause): neither success nor failure.
-		recorded = true
+		held = false
 		c.release(adm)
-		returned = true
+		done = true
 		return nil, err
 	}
 	ch := c.record(&b.cfg, b.cfg.Now(), adm, b.cfg.Failure(resp, err))
-	recorded = true
+	held = false
 	b.changed(req.Context(), c, key, ch)
-	returned = true
+	done = true
 	return resp, err
 }
 
@@ -540,10 +541,6 @@ func (c *circuit) idle(cfg *Config, now time.Time) bool {
 	_, failing := c.window.sum(cfg.Window, now)
 	return failing == 0
 }
-
-// forget marks c as no longer the breaker's: a request that found it
-// before it was removed finds the current circuit instead.
-func (c *circuit) forget() { c.forgotten = true }
 
 // report delivers c's waiting changes to onChange in order, outside c's
 // lock, unless another request is delivering them already. An onChange
