@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
@@ -42,44 +41,79 @@ type transport struct {
 
 var _ http.RoundTripper = (*transport)(nil)
 
+// StartOperation implements operation.Starter: the operations of a stack
+// whose outermost retry layer is t start with t's state for the first
+// hop in the same allocation.
+func (t *transport) StartOperation(req *http.Request) (*http.Request, *operation.Operation) {
+	s := new(started)
+	req = s.Init(req, true)
+	s.o.t = t
+	op := s.Operation()
+	op.Reserve(&s.o)
+	return req, op
+}
+
+// started is an operation and the state of its retry layer's first hop.
+type started struct {
+	operation.Started
+	o httpOp
+}
+
 // RoundTrip sends req, and again as the policy decides. The returned
 // response is the last attempt's; its body keeps obeying the attempt and
 // total deadlines until it is read to the end or closed. An error is an
 // *Error or, with FailOnExhausted, an *ExhaustedError; both carry the
 // Report, as does the response (see ReportOf).
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	e := t.e.pick(req)
-	if e.p.IdempotencyKeys && !policy.Idempotent(req) {
-		req = withKey(req)
-	}
-	o := &httpOp{e: e, next: t.next, req: req, rep: Report{Policy: e.p.Name, Layer: e.layer}}
-	o.rep.Attempts = o.rep.attempt[:0]
-	o.outside.Context = req.Context()
-	o.trace = wire.GetTrace()
-	defer wire.PutTrace(o.trace)
-	ctx := req.Context()
-	callerTrace := httptrace.ContextClientTrace(ctx) != nil
-	o.operation = operation.From(ctx) // nil outside a Stack: sends numbered here
-	o.retrying.Budget = e.p.Budget
-	if o.operation != nil && o.operation.Claim(&o.retrying) {
-		// The operation's retry layer: the layers below read its attempt
-		// and budget (middleware.Operation).
-		defer o.operation.Unclaim(&o.retrying)
-	}
-	o.sending = operation.Sending{Sender: o, Trace: o.trace.Client()}
-	if o.operation != nil && !callerTrace && o.operation.Begin(&o.sending) {
-		// The stack's context names o the Sender and carries its trace:
-		// an attempt needs a request of its own only for a body, a Prepare
-		// or a deadline.
-		defer o.sending.End()
+	op := operation.From(req.Context())
+	var o *httpOp
+	if op == nil {
+		// Used without a Stack: the layer starts the operation itself,
+		// and numbers its sends.
+		s := new(started)
+		req = s.Init(req, false)
+		op = s.Operation()
+		defer op.End()
+		o = &s.o
+	} else if x, _ := op.Take().(*httpOp); x != nil && x.t == t {
+		o = x
 	} else {
-		sends := &attemptContext{SenderContext: operation.SenderContext{Context: ctx, Sender: o}} // the rarer way: a context of its own
-		if !callerTrace && operation.TraceKey != nil {
-			sends.trace = o.trace.Client()
-		} else {
-			o.compose = true
+		if x != nil {
+			op.Reserve(x) // another retry layer's
 		}
-		ctx = sends
+		o = new(httpOp)
+	}
+	o.t = t
+	return o.roundTrip(req, op)
+}
+
+// roundTrip runs the operation's hop through the retry loop.
+func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Response, error) {
+	e := o.t.e.pick(req)
+	if e.p.IdempotencyKeys && !policy.Idempotent(req) {
+		req = withKey(req, op)
+	}
+	o.e, o.req, o.operation = e, req, op
+	o.rep.Policy, o.rep.Layer = e.p.Name, e.layer
+	o.rep.Attempts = o.rep.attempt[:0]
+	o.outside = operation.Detach(req.Context())
+	o.owner.Budget = e.p.Budget
+	o.owner.Report = &o.rep
+	if !e.signals.Off {
+		o.owner.TimeoutHeader = e.timeoutHeader
+	}
+	if op.Claim(&o.owner) {
+		// The operation's retry layer: the layers below read its attempt
+		// and budget (middleware.Operation), and its attempts go out under
+		// the operation's context and trace, as they came.
+		defer op.Unclaim(&o.owner)
+		o.trace = op.Trace()
+	} else {
+		// A retry layer inside another: its attempts need a trace of
+		// their own, composed with the operation's (the rarer way).
+		o.trace = wire.GetTrace()
+		defer wire.PutTrace(o.trace)
+		o.compose = true
 	}
 	f := facts{
 		replayable: wire.Replayable(req),
@@ -92,7 +126,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if e.p.Timeout > 0 {
 		f.deadline = o.deadline(e.p.Timeout)
 	}
-	resp, err := run[*http.Response](ctx, &o.outside, e, o, f, &o.rep)
+	resp, err := run[*http.Response](req.Context(), &o.outside, e, o, f, &o.rep)
 	// The cheap checks first: most operations push nothing back, and
 	// finding the inbound state walks the context chain.
 	if !e.signals.Off && pushesBack(&o.rep) {
@@ -102,17 +136,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, err
 }
-
 // withKey is req with an Idempotency-Key of the operation's: one copy of
 // the request and its header per operation, which every attempt starts
 // from.
-func withKey(req *http.Request) *http.Request {
-	var key string
-	if op := operation.From(req.Context()); op != nil {
-		key = op.IdempotencyKey(newKey) // the same on every redirect hop
-	} else {
-		key = newKey()
-	}
+func withKey(req *http.Request, op *operation.Operation) *http.Request {
+	key := op.IdempotencyKey(newKey) // the same on every redirect hop
 	r := req.Clone(req.Context())
 	r.Header.Set(protocol.IdempotencyKey, `"`+key+`"`) // an sf-string, as draft-ietf-httpapi-idempotency-key-header has it
 	return r
@@ -155,92 +183,33 @@ func (t *transport) CloseIdleConnections() {
 	wire.CloseIdle(t.next)
 }
 
-// httpOp is one request under the retry loop, and the Sender of its
-// attempts: all that an operation needs, in one allocation.
+// httpOp is one request under the retry loop, and what its layer tells
+// the layers below: all that an operation needs, in one allocation (with
+// the operation itself, for the first hop of a Stack).
 type httpOp struct {
-	e         *Engine
-	next      http.RoundTripper
+	t         *transport
+	e         *Engine // t's, or a route's
 	req       *http.Request
-	operation *operation.Operation // the stack's; nil outside a Stack
-	attempts  int                  // attempts made, for numbering outside a Stack
-	refreshed bool                 // RefreshAuth ran for this operation
+	operation *operation.Operation
+	trace     *wire.Trace // the operation's, or o's own when it does not own the operation
+	attempts  int32       // attempts made, for numbering without a Stack
+	refreshed bool        // RefreshAuth ran for this operation
+	compose   bool        // each attempt composes o's trace with the operation's
 	rep       Report
-	trace     *wire.Trace        // from the pool, for the operation's RoundTrip
-	sending   operation.Sending  // o's sends under the stack's context
-	compose   bool               // the caller traces too: each attempt gets a copy of the trace, composed with the caller's
-	outside   operation.Detached // the hooks' and RefreshAuth's
-	retrying  operation.Retrying // what the layers below read, when o owns the operation
-	body      wire.Watched       // the returned response's Body
-	final     finalDeadlines     // what bounds it until it is done
-}
-
-// attemptContext is the context of a retry layer's attempts when the
-// stack's cannot be theirs: it names the layer their Sender and answers for
-// its wire trace itself, as httptrace.WithClientTrace would, without a
-// context per attempt.
-type attemptContext struct {
-	operation.SenderContext
-	trace *httptrace.ClientTrace // nil when the caller traces too: composed per attempt
-}
-
-func (c *attemptContext) Value(key any) any {
-	if c.trace != nil && key == operation.TraceKey {
-		return c.trace
-	}
-	return c.SenderContext.Value(key)
+	outside   operation.Context // the hooks' and RefreshAuth's: the operation detached
+	owner     operation.Owner   // what the layers below read, when o owns the operation
+	body      wire.Watched      // the returned response's Body
+	final     finalDeadlines    // what bounds it until it is done
 }
 
 // resend numbers the send about to be made: the sends of the operation so
 // far (the stack's counter next to the base transport counts them all,
 // redirect hops included), or this layer's own attempts outside a Stack.
 func (o *httpOp) resend() int {
-	if o.operation != nil {
+	if o.operation.Counted() {
 		return o.operation.Sends()
 	}
-	return o.attempts
-}
-
-// timeLeft is the Timeout header's value for a send that begins now. It
-// is rounded up: the service's deadline never ends before its caller's, so
-// the caller sees its own deadline, not the service's answer to a deadline
-// a moment earlier.
-func timeLeft(dl time.Time) string {
-	return strconv.FormatInt(max((time.Until(dl)+time.Millisecond-1).Milliseconds(), 0), 10)
-}
-
-// Restamp implements operation.HedgeSender: a request sent later than its
-// attempt began (a hedge, or after Prepare) tells the server the time left
-// when it is sent.
-func (o *httpOp) Restamp(r *http.Request) {
-	if o.e.signals.Off || len(r.Header[o.e.timeoutHeader]) == 0 {
-		return
-	}
-	if dl, ok := r.Context().Deadline(); ok {
-		r.Header[o.e.timeoutHeader] = []string{timeLeft(dl)}
-	}
-}
-
-// TimeoutHeader implements operation.Sender.
-func (o *httpOp) TimeoutHeader() string {
-	if o.e.signals.Off {
-		return ""
-	}
-	return o.e.timeoutHeader
-}
-
-// Hedged implements operation.HedgeSender.
-func (o *httpOp) Hedged() { o.trace.Hedged() }
-
-// HedgeBudget implements operation.HedgeSender: hedges withdraw from the
-// policy's retry budget, so hedging cannot double a storm.
-func (o *httpOp) HedgeBudget() bool { return o.e.p.Budget == nil || o.e.p.Budget.Withdraw() }
-
-// Conns implements operation.Sender.
-func (o *httpOp) Conns() int { return o.trace.Conns() }
-
-// Peer implements operation.Sender.
-func (o *httpOp) Peer() net.Addr {
-	return o.trace.Peer()
+	return int(o.attempts)
 }
 
 func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInfo, error) {
@@ -255,7 +224,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	tr.Reset()
 	resend := o.resend()
 	o.attempts++
-	o.retrying.Attempt.Store(int32(n))
+	o.owner.Attempt.Store(int32(n))
 	if o.compose {
 		// WithClientTrace composes the caller's trace into the one it is
 		// given: then each attempt needs a copy of its own.
@@ -270,7 +239,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 			attemptHdr = strconv.Itoa(n) + "; max=" + strconv.Itoa(o.e.p.MaxAttempts)
 		}
 		if dl, ok := ctx.Deadline(); ok {
-			timeoutHdr = timeLeft(dl)
+			timeoutHdr = protocol.TimeLeft(dl)
 		}
 	}
 	// A request forwarded from a caller (a proxy) may carry the caller's
@@ -311,9 +280,9 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		// The time left when the request leaves, not when Prepare began
 		// (a token fetch can take a while): as gRPC sets grpc-timeout at
 		// send time, after per-call credentials.
-		o.Restamp(r)
+		protocol.Restamp(r, o.owner.TimeoutHeader)
 	}
-	resp, err := wire.RoundTrip(o.next, r)
+	resp, err := wire.RoundTrip(o.t.next, r)
 	info := attemptInfo{
 		processed:   processedBy(err, tr.Wrote(), tr.Conns() > 0),
 		transparent: tr.Transparent(),
@@ -367,10 +336,8 @@ func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error)
 // discard shows the response to the observer a layer above installed,
 // then releases it without letting a stalled body hold the operation.
 func (o *httpOp) discard(resp *http.Response) (lost []string) {
-	if o.operation != nil {
-		if obs := o.operation.Discard(); obs != nil {
-			lost = obs(resp)
-		}
+	if obs := o.operation.Discard(); obs != nil {
+		lost = obs(resp)
 	}
 	wire.Discard(resp)
 	return lost
@@ -379,10 +346,7 @@ func (o *httpOp) discard(resp *http.Response) (lost []string) {
 // deadline is shared by every hop of the stack's operation: the first
 // hop's retry layer fixes it.
 func (o *httpOp) deadline(d time.Duration) time.Time {
-	if o.operation != nil {
-		return o.operation.Deadline(d)
-	}
-	return time.Now().Add(d)
+	return o.operation.Deadline(d)
 }
 
 // keep hands resp to the caller with its body watched: the deadlines end

@@ -87,15 +87,11 @@ func ReportOf(resp *http.Response) *Report {
 	if resp == nil || resp.Request == nil {
 		return nil
 	}
-	ctx := resp.Request.Context()
-	s := operation.SenderFrom(ctx) // a request of the layer's own
-	if s == nil {
-		if op := operation.From(ctx); op != nil {
-			s = op.Last() // a request the layer sent as it came
+	if op := operation.From(resp.Request.Context()); op != nil {
+		if w := op.Last(); w != nil {
+			rep, _ := w.Report.(*Report)
+			return rep
 		}
-	}
-	if o, ok := s.(*httpOp); ok {
-		return &o.rep
 	}
 	return nil
 }

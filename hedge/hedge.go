@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retrystack/retrystack/internal/operation"
+	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -127,7 +128,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		returned = true
 		results <- result{n: n, resp: resp, err: err, cancel: cancel}
 	}
-	sender, _ := operation.SenderFrom(req.Context()).(operation.HedgeSender)
+	op, _ := middleware.OperationOf(req.Context())
+	timeoutHeader := "" // the retry layer's above, restamped on each hedge
+	if o := operation.From(req.Context()); o != nil {
+		if w := o.Owner(); w != nil {
+			timeoutHeader = w.TimeoutHeader
+		}
+	}
 
 	ctx, cancel := context.WithCancel(req.Context())
 	cancels := []context.CancelFunc{cancel} // every send's, by number
@@ -192,15 +199,15 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if sent > h.cfg.MaxHedges || req.Context().Err() != nil {
 				continue
 			}
-			if sender != nil && !sender.HedgeBudget() {
+			if b := op.Budget(); b != nil && !b.Withdraw() {
 				continue // the retry budget is spent: no hedge
 			}
-			hr, hcancel, err := t.hedgeRequest(req, sent, sender)
+			hr, hcancel, err := t.hedgeRequest(req, sent, timeoutHeader)
 			if err != nil {
 				continue
 			}
-			if sender != nil {
-				sender.Hedged()
+			if o := operation.From(req.Context()); o != nil {
+				o.Trace().Hedged() // its connection is not a send of the transport's own
 			}
 			cancels = append(cancels, hcancel)
 			starts = append(starts, time.Now())
@@ -241,16 +248,14 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // header of its own: the sends run at once, and a layer below may set
 // headers on each (a signature, a date); the retry layer above restamps
 // what depends on when it is sent.
-func (t *transport) hedgeRequest(req *http.Request, n int, sender operation.HedgeSender) (*http.Request, context.CancelFunc, error) {
+func (t *transport) hedgeRequest(req *http.Request, n int, timeoutHeader string) (*http.Request, context.CancelFunc, error) {
 	ctx, cancel := context.WithCancel(operation.WithHedge(req.Context(), n))
 	r := req.WithContext(ctx)
 	r.Header = req.Header.Clone()
 	if r.Header == nil {
 		r.Header = make(http.Header)
 	}
-	if sender != nil {
-		sender.Restamp(r)
-	}
+	protocol.Restamp(r, timeoutHeader)
 	if wire.HasBody(req) {
 		body, err := req.GetBody()
 		if err != nil {

@@ -37,7 +37,7 @@ func (op Operation) Attempt() int {
 	if op.o == nil {
 		return 0
 	}
-	if r := op.o.Retry(); r != nil {
+	if r := op.o.Owner(); r != nil {
 		return int(r.Attempt.Load())
 	}
 	return 0
@@ -82,7 +82,7 @@ func (op Operation) Budget() policy.Budget {
 	if op.o == nil {
 		return nil
 	}
-	if r := op.o.Retry(); r != nil {
+	if r := op.o.Owner(); r != nil {
 		return r.Budget
 	}
 	return nil

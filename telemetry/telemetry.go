@@ -483,14 +483,13 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The retry layer above, if any, numbers the send and watches the wire:
 	// the connections it counts while this RoundTrip runs are this send's,
 	// even when a layer between makes more sends (redirect hops).
-	sender := operation.SenderFrom(req.Context())
 	var resend, conns0 int
 	op := operation.From(req.Context())
+	var watch *wire.Trace // the operation's, or this layer's own outside a stack
 	if op != nil {
 		resend = op.Sends() // the sends before this one, counted next to the base
-	}
-	if sender != nil {
-		conns0 = sender.Conns()
+		watch = op.Trace()
+		conns0 = watch.Conns()
 	}
 	// What a sampler should see: the attributes known before the send.
 	start := s.method.attrs(s.attrs[:0])
@@ -502,8 +501,7 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, span := a.t.tracer.Start(req.Context(), s.method.spanName(), s.opts[:]...)
 	s.ctx, s.span = ctx, span
 	r := req
-	var watch *wire.Trace // the wire, when no retry layer watches it
-	if sender == nil && span.IsRecording() {
+	if watch == nil && span.IsRecording() {
 		watch = wire.GetTrace()
 		defer wire.PutTrace(watch)
 		cp := *watch.Client() // WithClientTrace composes into what it is given
@@ -528,21 +526,18 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	attrs := s.attrs[:0]
 	var transparent int
 	if span.IsRecording() {
-		var peer net.Addr
-		if sender != nil {
-			transparent, peer = sender.Conns()-conns0-1, sender.Peer()
-		} else {
-			transparent, peer = watch.Conns()-1, watch.Peer()
-		}
-		if host, port, ok := splitAddr(peer); ok {
+		transparent = watch.Conns() - conns0 - 1
+		if host, port, ok := splitAddr(watch.Peer()); ok {
 			attrs = append(attrs, semconv.NetworkPeerAddress(host), semconv.NetworkPeerPort(port))
 		}
 		if n := operation.HedgeOf(req.Context()); n > 0 {
 			span.SetAttributes(AttrHedge.Int(n))
 		}
 		timeoutHeader := protocol.TimeoutHeader
-		if sender != nil {
-			timeoutHeader = sender.TimeoutHeader() // the name the retry layer above sends, "" when it sends none
+		if op != nil {
+			if w := op.Owner(); w != nil {
+				timeoutHeader = w.TimeoutHeader // the name the retry layer above sends, "" when it sends none
+			}
 		}
 		if v := r.Header[timeoutHeader]; timeoutHeader != "" && len(v) > 0 {
 			if ms, err := strconv.ParseInt(v[0], 10, 64); err == nil {

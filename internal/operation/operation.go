@@ -1,18 +1,18 @@
 // Package operation is what the layers of one stack share about one
-// logical operation, across its retries and redirect hops. It is created
-// in one place, where a request enters a stack (middleware.Stack.Then's
-// RoundTrip),
-// flows down the request's context, and is written in one place too: the
-// send counter next to the base transport. Two facts travel upward, and
-// only these: the discard observer a cookie layer installs for the retry
-// layers below it, and the report the retry layer links to its requests.
+// logical operation, across its retries, hedges and redirect hops
+// (middleware.Operation is its public face). It is created in one place,
+// where a request enters a stack (middleware.Stack.Then's RoundTrip, or a
+// retry layer used without a Stack), and flows down the request's
+// context: the library's one context type. Each value has one writer:
+// the send counter next to the base transport counts the sends; the retry
+// layer that owns the operation writes the attempt; the first retry layer
+// fixes the deadline and the key; a cookie layer installs the discard
+// observer for the retry layers below it.
 package operation
 
 import (
 	"context"
-	"net"
 	"net/http"
-	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,16 +23,78 @@ import (
 
 // Operation is one logical operation's shared state.
 type Operation struct {
-	sends    atomic.Int32
-	discard  atomic.Pointer[DiscardObserver] // a hedge above runs the layers below on several goroutines
-	deadline time.Time                       // the total deadline, fixed by the first retry layer with one
-	key      string                          // the Idempotency-Key the first retry layer made, for every hop
-	sending  atomic.Pointer[Sending]
-	retrying atomic.Pointer[Retrying]
+	sends   atomic.Int32
+	ended   atomic.Bool // the RoundTrip that started it returned: its trace is no longer answered
+	counted bool        // a Counter counts its sends (it entered through a Stack)
+	trace   *wire.Trace
+	traced  context.Context                 // the caller's context with the trace, composed by httptrace.WithClientTrace
+	discard atomic.Pointer[DiscardObserver] // a hedge above runs the layers below on several goroutines
+	owner   atomic.Pointer[Owner]
+	last    atomic.Pointer[Owner]
 
-	mu        sync.Mutex // the deadline, the key and the observers
+	mu        sync.Mutex // what follows
+	deadline  time.Time  // the total deadline, fixed by the first retry layer with one
+	key       string     // the Idempotency-Key the first retry layer made, for every hop
+	reserved  any        // state a retry layer allocated with the operation (Reserve)
 	observers []any      // middleware.Observers, append-only
-	obsArr    [1]any     // their first home: no allocation for one (telemetry's); one, so that an operation fits a smaller size class
+	obsArr    [1]any     // their first home: no allocation for one (telemetry's)
+}
+
+// An Owner is the retry layer that owns the operation: the outermost one
+// of the stack (each redirect hop's in turn). The layers below read what
+// it tells them; it is its own record's only writer.
+type Owner struct {
+	Attempt       atomic.Int32  // the attempt in flight, from 1
+	Budget        policy.Budget // nil: none
+	TimeoutHeader string        // the header telling the server the time left; "" when none is sent
+	Report        any           // the layer's report (*engine.Report)
+}
+
+// Claim makes w the operation's owner unless a retry layer (an outer one)
+// owns it; it returns whether w owns it, and then the caller calls
+// Unclaim when its RoundTrip returns.
+func (o *Operation) Claim(w *Owner) bool {
+	if !o.owner.CompareAndSwap(nil, w) {
+		return false
+	}
+	o.last.Store(w)
+	return true
+}
+
+// Unclaim ends w's ownership; w stays the operation's last owner.
+func (o *Operation) Unclaim(w *Owner) { o.owner.CompareAndSwap(w, nil) }
+
+// Owner is the retry layer owning the operation now, or nil.
+func (o *Operation) Owner() *Owner { return o.owner.Load() }
+
+// Last is the last retry layer that owned the operation, or nil: the one
+// whose response the caller got.
+func (o *Operation) Last() *Owner { return o.last.Load() }
+
+// Trace is the operation's wire trace: the retry layer that owns the
+// operation resets it before each attempt; the layers below read it.
+func (o *Operation) Trace() *wire.Trace { return o.trace }
+
+// Counted reports whether the operation's sends are counted next to the
+// base transport (Sends); a retry layer used without a Stack numbers its
+// own.
+func (o *Operation) Counted() bool { return o.counted }
+
+// Reserve keeps x for the layer whose state it is, which takes it once
+// (Take).
+func (o *Operation) Reserve(x any) {
+	o.mu.Lock()
+	o.reserved = x
+	o.mu.Unlock()
+}
+
+// Take returns what was reserved and forgets it, or nil.
+func (o *Operation) Take() any {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	x := o.reserved
+	o.reserved = nil
+	return x
 }
 
 // AddObserver adds x (a middleware.Observer) to the operation.
@@ -53,25 +115,6 @@ func (o *Operation) Observers() []any {
 	return o.observers
 }
 
-// Retrying is what the retry layer that owns the operation tells the
-// layers below it: the attempt in flight and its retry budget. It is the
-// layer's own (no allocation of its own) and is its only writer.
-type Retrying struct {
-	Attempt atomic.Int32
-	Budget  policy.Budget // nil: none
-}
-
-// Claim makes r the operation's retry layer unless another retry layer
-// (an outer one) owns it; it returns whether r owns it, and then the
-// caller calls Unclaim when its RoundTrip returns.
-func (o *Operation) Claim(r *Retrying) bool { return o.retrying.CompareAndSwap(nil, r) }
-
-// Unclaim ends r's ownership.
-func (o *Operation) Unclaim(r *Retrying) { o.retrying.CompareAndSwap(r, nil) }
-
-// Retry returns the owning retry layer's Retrying, or nil.
-func (o *Operation) Retry() *Retrying { return o.retrying.Load() }
-
 // DeadlineSet returns the total deadline a retry layer fixed, if any.
 func (o *Operation) DeadlineSet() (time.Time, bool) {
 	o.mu.Lock()
@@ -85,82 +128,6 @@ func (o *Operation) Key() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.key
-}
-
-// A Sending is a retry layer sending the operation's requests under the
-// operation's own context, so that they need no context (and no request
-// copy) of their own: while it is active the context answers for its
-// Sender and its wire trace. At most one is active at a time; a retry
-// layer that finds one active (two retry layers in one stack) makes its
-// own contexts instead.
-type Sending struct {
-	Sender Sender
-	Trace  *httptrace.ClientTrace
-	active atomic.Bool
-}
-
-// Begin makes s the operation's active Sending, unless another is active
-// or the context could not answer for a trace (see TraceKey).
-func (o *Operation) Begin(s *Sending) bool {
-	if TraceKey == nil {
-		return false
-	}
-	if prev := o.sending.Load(); prev != nil && prev.active.Load() {
-		return false
-	}
-	s.active.Store(true)
-	o.sending.Store(s)
-	return true
-}
-
-// End ends s, which stays the operation's last Sending (see Last).
-func (s *Sending) End() { s.active.Store(false) }
-
-// Last is the Sender of the operation's last Sending, active or ended, or
-// nil: the retry layer whose response the caller got.
-func (o *Operation) Last() Sender {
-	if s := o.sending.Load(); s != nil {
-		return s.Sender
-	}
-	return nil
-}
-
-func (o *Operation) active() *Sending {
-	if s := o.sending.Load(); s != nil && s.active.Load() {
-		return s
-	}
-	return nil
-}
-
-// TraceKey is httptrace's context key, learnt by asking for it, or nil if
-// a context answering it would not reach httptrace.
-var TraceKey = func() any {
-	var p keyProbe
-	httptrace.ContextClientTrace(&p)
-	want := new(httptrace.ClientTrace)
-	check := keyProbe{key: p.key, answer: want}
-	if p.key == nil || httptrace.ContextClientTrace(&check) != want {
-		return nil
-	}
-	return p.key
-}()
-
-// keyProbe records the key it is asked for, or answers key with answer.
-type keyProbe struct {
-	context.Context
-	key    any
-	answer any
-}
-
-func (p *keyProbe) Value(key any) any {
-	if p.answer != nil {
-		if key == p.key {
-			return p.answer
-		}
-		return nil
-	}
-	p.key = key
-	return nil
 }
 
 // A DiscardObserver sees each response a retry layer below it throws away,
@@ -185,6 +152,14 @@ func (o *Operation) SwapDiscard(obs *DiscardObserver) (prev *DiscardObserver) {
 // observer the first already took away.
 func (o *Operation) RestoreDiscard(ours, prev *DiscardObserver) {
 	o.discard.CompareAndSwap(ours, prev)
+}
+
+// Discard is the observer in force, or nil.
+func (o *Operation) Discard() DiscardObserver {
+	if p := o.discard.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Deadline returns the operation's total deadline: now + timeout for the
@@ -212,45 +187,37 @@ func (o *Operation) IdempotencyKey(mint func() string) string {
 	return o.key
 }
 
-// Discard is the observer in force, or nil.
-func (o *Operation) Discard() DiscardObserver {
-	if p := o.discard.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
+type operationKey struct{}
 
-type (
-	operationKey struct{}
-	senderKey    struct{}
-)
-
-// Context is a context carrying a new Operation, in one allocation.
+// Context is the library's one context type: a request's context carrying
+// its Operation, or (Detach) hiding the operation of its parent.
 type Context struct {
 	context.Context
-	Operation Operation
+	op *Operation
 }
 
-// Value answers for the Operation and its active Sending, hides a Sender
-// of an enclosing stack (its report is not this operation's), and asks the
-// parent otherwise.
+// Value answers for the Operation; while the operation runs, the other
+// keys go through its traced context (httptrace finds the operation's
+// trace there), and afterwards straight to the parent: a context the
+// caller keeps (resp.Request's) no longer reaches a trace that has gone
+// back to its pool.
 func (c *Context) Value(key any) any {
-	switch key.(type) {
-	case operationKey:
-		return &c.Operation
-	case senderKey:
-		if s := c.Operation.active(); s != nil {
-			return s.Sender
+	if _, ok := key.(operationKey); ok {
+		if c.op == nil {
+			return nil
 		}
-		return nil
+		return c.op
 	}
-	if key == TraceKey {
-		if s := c.Operation.active(); s != nil {
-			return s.Trace
-		}
+	if c.op != nil && c.op.traced != nil && !c.op.ended.Load() {
+		return c.op.traced.Value(key)
 	}
 	return c.Context.Value(key)
 }
+
+// Detach returns ctx without its Operation, with everything else: what
+// hooks and callbacks get, so that a request made with it is an operation
+// of its own and never shares this one's key or deadline.
+func Detach(ctx context.Context) Context { return Context{Context: ctx} }
 
 // From returns the Operation ctx carries, or nil.
 func From(ctx context.Context) *Operation {
@@ -258,22 +225,56 @@ func From(ctx context.Context) *Operation {
 	return o
 }
 
-// Start returns a copy of req carrying a new Operation, both in one
-// allocation. Every request that enters a stack starts one, even under the
-// context of another's: a stack used inside another (as its transport, or
-// by a Prepare that fetches a token) counts its own sends, and the
-// enclosing one counts each call into it as one send.
-func Start(req *http.Request) *http.Request {
-	s := new(started)
-	s.ctx.Context = req.Context()
+// Started is a request that starts an operation, with its context and
+// the operation: one allocation, which a retry layer can make larger to
+// hold its own state too (a Starter).
+type Started struct {
+	ctx Context
+	op  Operation
+	req http.Request
+}
+
+// Init makes s carry a copy of req in a new Operation, and returns the
+// copy. counted tells whether a Counter below counts its sends. The
+// caller calls End when its RoundTrip returns.
+//
+// Every request that enters a stack starts one, even under the context
+// of another's: a stack used inside another (as its transport, or by a
+// Prepare that fetches a token) counts its own sends, and the enclosing
+// one counts each call into it as one send (its trace, composed with the
+// inner one's, sees the inner connections).
+func (s *Started) Init(req *http.Request, counted bool) *http.Request {
+	parent := req.Context()
+	s.op.counted = counted
+	s.op.trace = wire.GetTrace()
+	s.op.traced = s.op.trace.With(parent)
+	s.ctx = Context{Context: parent, op: &s.op}
 	s.req = *req.WithContext(&s.ctx) // WithContext's copy stays on the stack
 	return &s.req
 }
 
-// started is a request that starts an operation, with its context.
-type started struct {
-	ctx Context
-	req http.Request
+// Operation is the operation s started.
+func (s *Started) Operation() *Operation { return &s.op }
+
+// Start returns a copy of req carrying a new Operation, both in one
+// allocation (see Started.Init).
+func Start(req *http.Request, counted bool) (*http.Request, *Operation) {
+	s := new(Started)
+	return s.Init(req, counted), &s.op
+}
+
+// End ends the operation's RoundTrip: its trace goes back to the pool and
+// its context answers only for the operation.
+func (o *Operation) End() {
+	o.ended.Store(true)
+	wire.PutTrace(o.trace)
+}
+
+// A Starter is a layer that starts the operations of the stack it is in
+// itself, with its own state in the same allocation (the retry layer): the
+// stack asks the outermost one.
+type Starter interface {
+	StartOperation(req *http.Request) (*http.Request, *Operation)
 }
 
 // Counter is the RoundTripper next to the base transport: it counts each
@@ -291,35 +292,6 @@ func (c Counter) RoundTrip(req *http.Request) (*http.Response, error) {
 	return c.Base.RoundTrip(req)
 }
 
-// A Sender makes the sends of an operation's retry layer and watches them
-// on the wire, so layers below ask it rather than watch a second time.
-type Sender interface {
-	// Conns counts the connections the transport has handed out for the
-	// send in flight so far: one per physical send, its own resends
-	// included.
-	Conns() int
-	// Peer is the remote address of the last connection handed out for
-	// the send in flight, or nil.
-	Peer() net.Addr
-	// TimeoutHeader is the name of the cross-layer header that tells the
-	// server the time left, or "" when the protocol is off.
-	TimeoutHeader() string
-}
-
-// A HedgeSender is a Sender that a hedging layer below tells about the
-// hedges it sends, and whose retry budget the hedges share.
-type HedgeSender interface {
-	Sender
-	// Hedged counts one more hedge of the send in flight.
-	Hedged()
-	// HedgeBudget withdraws one retry's worth for a hedge; false: none
-	// left. Without a budget it always succeeds.
-	HedgeBudget() bool
-	// Restamp updates, in a hedge's own header, what the retry layer
-	// computed for the send when it began: the time left.
-	Restamp(r *http.Request)
-}
-
 type hedgeKey struct{}
 
 // WithHedge marks ctx as that of hedge n (1 for the first hedge).
@@ -332,38 +304,4 @@ func WithHedge(ctx context.Context, n int) context.Context {
 func HedgeOf(ctx context.Context) int {
 	n, _ := ctx.Value(hedgeKey{}).(int)
 	return n
-}
-
-// SenderContext names the Sender of the requests made under it.
-type SenderContext struct {
-	context.Context
-	Sender Sender
-}
-
-// Value answers for the Sender and asks the parent otherwise.
-func (c *SenderContext) Value(key any) any {
-	if key == (senderKey{}) {
-		return c.Sender
-	}
-	return c.Context.Value(key)
-}
-
-// SenderFrom returns the Sender of the request ctx belongs to, or nil.
-func SenderFrom(ctx context.Context) Sender {
-	s, _ := ctx.Value(senderKey{}).(Sender)
-	return s
-}
-
-// Detached is a context without its parent's Operation and Sender, and
-// with everything else: what hooks and callbacks get, so that a request
-// made with it is an operation of its own.
-type Detached struct{ context.Context }
-
-// Value hides this package's keys.
-func (c *Detached) Value(key any) any {
-	switch key.(type) {
-	case operationKey, senderKey:
-		return nil
-	}
-	return c.Context.Value(key)
 }

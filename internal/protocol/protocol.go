@@ -3,6 +3,12 @@
 // apart. The exported names of the public packages are these values.
 package protocol
 
+import (
+	"net/http"
+	"strconv"
+	"time"
+)
+
 // The Idempotency-Key protocol (draft-ietf-httpapi-idempotency-key-header),
 // in canonical form: the key, the older name some APIs still accept, and
 // the mark of a replayed answer.
@@ -18,3 +24,24 @@ const (
 	TimeoutHeader     = "Retrystack-Timeout-Ms"
 	ShouldRetryHeader = "Retrystack-Should-Retry"
 )
+
+// TimeLeft is the timeout header's value for a send that begins now,
+// under deadline dl. It is rounded up: the service's deadline never ends
+// before its caller's, so the caller sees its own deadline, not the
+// service's answer to a deadline a moment earlier.
+func TimeLeft(dl time.Time) string {
+	return strconv.FormatInt(max((time.Until(dl)+time.Millisecond-1).Milliseconds(), 0), 10)
+}
+
+// Restamp updates, in r's own header, the time left under header name (a
+// retry layer's timeout header, "" for none) when r is sent later than
+// its attempt began (a hedge, or after a Prepare): as gRPC sets
+// grpc-timeout at send time.
+func Restamp(r *http.Request, name string) {
+	if name == "" || len(r.Header[name]) == 0 {
+		return
+	}
+	if dl, ok := r.Context().Deadline(); ok {
+		r.Header[name] = []string{TimeLeft(dl)}
+	}
+}

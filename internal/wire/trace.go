@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"context"
 	"net"
 	"net/http/httptrace"
 	"sync"
@@ -33,7 +34,8 @@ type Trace struct {
 	mu   sync.Mutex
 	peer net.Addr
 
-	client httptrace.ClientTrace
+	client   httptrace.ClientTrace
+	composed bool // WithClientTrace changed client: not pooled again
 }
 
 var traces = sync.Pool{New: func() any {
@@ -60,12 +62,24 @@ func GetTrace() *Trace {
 }
 
 // PutTrace gives t back once its operation's RoundTrip has returned.
-func PutTrace(t *Trace) { traces.Put(t) }
+func PutTrace(t *Trace) {
+	if !t.composed {
+		traces.Put(t)
+	}
+}
 
 // Client is the trace's callbacks. httptrace.WithClientTrace changes the
 // ClientTrace it is given (it composes the caller's into it): give it a
-// copy.
+// copy, or use With.
 func (t *Trace) Client() *httptrace.ClientTrace { return &t.client }
+
+// With returns ctx with t's callbacks, composed with any trace ctx has
+// already (httptrace.WithClientTrace); t then never goes back to the
+// pool, since the composition changed its callbacks.
+func (t *Trace) With(ctx context.Context) context.Context {
+	t.composed = httptrace.ContextClientTrace(ctx) != nil
+	return httptrace.WithClientTrace(ctx, &t.client)
+}
 
 // Reset starts an attempt.
 func (t *Trace) Reset() {

@@ -1,0 +1,62 @@
+package operation
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptrace"
+	"testing"
+)
+
+func TestTraceAnsweredWhileTheOperationRuns(t *testing.T) {
+	var callerConns int
+	caller := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { callerConns++ },
+	})
+	req, _ := http.NewRequestWithContext(caller, "GET", "http://example.test/", nil)
+	r, op := Start(req, true)
+	if From(r.Context()) != op {
+		t.Fatal("the request does not carry its operation")
+	}
+	tr := httptrace.ContextClientTrace(r.Context())
+	if tr == nil || tr.GotConn == nil {
+		t.Fatal("no trace under the operation's context")
+	}
+	tr.GotConn(httptrace.GotConnInfo{})
+	if op.Trace().Conns() != 1 || callerConns != 1 {
+		t.Fatalf("conns: operation %d, caller %d; want both 1 (the caller's trace composed)", op.Trace().Conns(), callerConns)
+	}
+	op.End()
+	// A context the caller keeps (resp.Request's) reaches the caller's
+	// trace only, never the operation's, which went back to its pool.
+	tr = httptrace.ContextClientTrace(r.Context())
+	if tr == nil {
+		t.Fatal("the caller's trace is lost after the operation ended")
+	}
+	tr.GotConn(httptrace.GotConnInfo{})
+	if callerConns != 2 || op.Trace().Conns() != 1 {
+		t.Fatalf("after End: caller %d, operation %d; want 2 and 1", callerConns, op.Trace().Conns())
+	}
+	if From(r.Context()) != op {
+		t.Fatal("the operation is lost after End (engine.ReportOf needs it)")
+	}
+}
+
+func TestDetach(t *testing.T) {
+	type k struct{}
+	base := context.WithValue(context.Background(), k{}, "v")
+	req, _ := http.NewRequestWithContext(base, "GET", "http://example.test/", nil)
+	r, op := Start(req, true)
+	defer op.End()
+	d := Detach(r.Context())
+	if From(&d) != nil {
+		t.Fatal("a detached context still carries the operation")
+	}
+	if d.Value(k{}) != "v" {
+		t.Fatal("a detached context lost its parent's values")
+	}
+	r2, op2 := Start(req.WithContext(&d), true)
+	defer op2.End()
+	if From(r2.Context()) != op2 || op2 == op {
+		t.Fatal("a request under a detached context is not an operation of its own")
+	}
+}
