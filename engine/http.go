@@ -136,6 +136,7 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 	}
 	return resp, err
 }
+
 // withKey is req with an Idempotency-Key of the operation's: one copy of
 // the request and its header per operation, which every attempt starts
 // from.
