@@ -119,11 +119,7 @@ func newEngine(cfg Config) (*engine.Engine, error) {
 	if cfg.Policy != nil {
 		p = *cfg.Policy
 	}
-	hooks := cfg.Hooks
-	if cfg.Telemetry != nil {
-		hooks = hooks.Join(cfg.Telemetry.Hooks())
-	}
-	return engine.New(engine.Config{Policy: p, Hooks: hooks, FailOnExhausted: cfg.FailOnExhausted,
+	return engine.New(engine.Config{Policy: p, Hooks: cfg.Hooks, FailOnExhausted: cfg.FailOnExhausted,
 		Prepare: cfg.Prepare, RefreshAuth: cfg.RefreshAuth, Routes: cfg.Routes, Signals: cfg.Signals})
 }
 

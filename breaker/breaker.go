@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -381,7 +382,7 @@ func (b *Breaker) changed(ctx context.Context, c *circuit, key string, ch stateC
 // EventStateChange is the operation event of a state change, with the
 // circuit's key and the states it left and entered as
 // retrystack.breaker.key, .from and .to.
-const EventStateChange = "retrystack.breaker.state_change"
+const EventStateChange = protocol.EventBreaker
 
 type stateChange struct{ from, to State }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"github.com/retrystack/retrystack/middleware"
 	"time"
 
 	"github.com/retrystack/retrystack/policy"
@@ -95,3 +96,7 @@ func (o *funcOp[T]) keep(v T, d deadlines) T {
 	d.release()
 	return v
 }
+
+func (o *funcOp[T]) observed() bool { return false }
+
+func (o *funcOp[T]) emit(middleware.Event) {}

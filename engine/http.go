@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -340,6 +342,9 @@ func (o *httpOp) discard(resp *http.Response) (lost []string) {
 	if obs := o.operation.Discard(); obs != nil {
 		lost = obs(resp)
 	}
+	if o.observed() {
+		o.emit(middleware.Event{Name: protocol.EventDiscarded, Attrs: []attribute.KeyValue{semconv.HTTPResponseStatusCode(resp.StatusCode)}})
+	}
 	wire.Discard(resp)
 	return lost
 }
@@ -388,4 +393,13 @@ func (o *httpOp) BodyDone(err error) error {
 	}
 	d.rep.Stop = stop
 	return &Error{Report: d.rep, Err: err}
+}
+
+func (o *httpOp) observed() bool { return len(o.operation.Observers()) > 0 }
+
+// emit tells e to the operation's observers.
+func (o *httpOp) emit(e middleware.Event) {
+	for _, x := range o.operation.Observers() {
+		x.(middleware.Observer).Observe(e)
+	}
 }

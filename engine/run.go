@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"github.com/retrystack/retrystack/internal/protocol"
+	"go.opentelemetry.io/otel/attribute"
 	"io"
 	"net/http"
 	"time"
@@ -24,6 +26,11 @@ type loopOp[T any] interface {
 	discard(v T) (lostCookies []string)
 	// keep hands v to the caller; d.release must run once v is consumed.
 	keep(v T, d deadlines) T
+	// observed reports whether the operation has observers, which emit
+	// tells of an event (middleware.Operation.Emit); false without an
+	// operation (engine.Do).
+	observed() bool
+	emit(e middleware.Event)
 }
 
 // facts are what the loop needs to know of an operation's request, found
@@ -203,6 +210,9 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 		// A layer below refused to send (a breaker, a rate limiter): it
 		// names the stop; nothing was sent, and no classifier is asked.
 		dec = policy.Stop(refusal.StopReason())
+		if l.o.observed() {
+			l.o.emit(middleware.Event{Name: protocol.EventRefusal, Attrs: []attribute.KeyValue{attribute.String(protocol.AttrStopReason, string(dec.Stop))}})
+		}
 	} else {
 		dec = l.o.decide(n, v, info, err)
 	}
@@ -247,7 +257,7 @@ func (l *loop[T]) finish(stop policy.StopReason, v T, err error, dec policy.Deci
 				return zero, &ExhaustedError{Report: l.rep, Last: se}
 			}
 		}
-		l.e.pitfall(l.hooks, l.rep, PitfallExhaustedRetryableStatus)
+		l.pitfall(PitfallExhaustedRetryableStatus)
 	}
 	l.end(stop)
 	return l.o.keep(v, l.d), nil
@@ -277,18 +287,28 @@ func (l *loop[T]) end(stop policy.StopReason) {
 func (l *loop[T]) retry(n int, v T, info attemptInfo, err error, dec policy.Decision, wait time.Duration, fromHint bool) error {
 	e := l.e
 	if info.processed != policy.NotSent && !l.f.idempotent && dec.Cause != causeAuth { // a 401 refused the request: resending repeats nothing
-		e.pitfall(l.hooks, l.rep, PitfallNonIdempotentRetried)
+		l.pitfall(PitfallNonIdempotentRetried)
 	}
 	if err == nil {
 		l.holding = false
 		if lost := l.o.discard(v); len(lost) > 0 {
-			e.pitfall(l.hooks, l.rep, PitfallCookieLost, lost...)
+			l.pitfall(PitfallCookieLost, lost...)
 		}
 	}
 	l.d.releaseAttempt()
 	l.rep.PlannedWaits = append(l.rep.PlannedWaits, wait)
 	if e.hooks.OnRetry != nil {
 		e.hooks.OnRetry(RetryEvent{Context: l.hooks, Report: l.rep, Number: n, Wait: wait, FromHint: fromHint, Cause: dec.Cause})
+	}
+	if l.o.observed() {
+		source := "policy"
+		if fromHint {
+			source = "retry-after"
+		}
+		l.o.emit(middleware.Event{Name: protocol.EventRetry, Attrs: []attribute.KeyValue{
+			attribute.Float64(protocol.AttrDelay, wait.Seconds()), attribute.String(protocol.AttrDelaySource, source),
+			attribute.String(protocol.AttrLayer, l.rep.Layer), attribute.String(protocol.AttrReason, dec.Cause),
+		}})
 	}
 	return e.sleep(l.op, wait)
 }
@@ -311,13 +331,13 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 		if !e.p.Scope.FromSecondRetry || n > 1 {
 			return policy.StopOutOfScope, 0, false
 		}
-		e.pitfall(l.hooks, l.rep, PitfallScopeLeak) // reqwest's quirk: resent once anyway
+		l.pitfall(PitfallScopeLeak) // reqwest's quirk: resent once anyway
 	}
 	if n >= e.p.MaxAttempts {
 		return policy.StopAttemptsExhausted, 0, false
 	}
 	if !l.f.replayable {
-		e.pitfall(l.hooks, l.rep, PitfallBodyNotReplayable)
+		l.pitfall(PitfallBodyNotReplayable)
 		return policy.StopBodyNotReplayable, 0, false
 	}
 	if cause == causeAuth {
@@ -337,7 +357,7 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 		case !ok && ra.StopOnUnsupported:
 			return policy.StopUnsupportedRetryAfter, 0, false
 		case !ok:
-			e.pitfall(l.hooks, l.rep, PitfallRetryAfterIgnored)
+			l.pitfall(PitfallRetryAfterIgnored)
 		case ra.Max > 0 && hw > ra.Max:
 			return policy.StopWaitExceedsBudget, 0, false // never shorten a hint
 		case ra.Override || hw >= wait:
@@ -349,15 +369,24 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 	}
 	// Last: the budget pays only for a retry that will be sent.
 	if e.p.Budget != nil && !e.p.Budget.Withdraw() {
-		e.pitfall(l.hooks, l.rep, PitfallBudgetExhausted)
+		l.pitfall(PitfallBudgetExhausted)
 		return policy.StopBudgetExhausted, 0, false
 	}
 	return "", wait, fromHint
 }
 
-func (e *Engine) pitfall(ctx context.Context, rep *Report, p Pitfall, cookies ...string) {
-	rep.Pitfalls = append(rep.Pitfalls, p)
-	if e.hooks.OnPitfall != nil {
-		e.hooks.OnPitfall(PitfallEvent{Context: ctx, Report: rep, Pitfall: p, Cookies: cookies})
+// pitfall records p in the report, and tells the hooks and the
+// operation's observers.
+func (l *loop[T]) pitfall(p Pitfall, cookies ...string) {
+	l.rep.Pitfalls = append(l.rep.Pitfalls, p)
+	if l.e.hooks.OnPitfall != nil {
+		l.e.hooks.OnPitfall(PitfallEvent{Context: l.hooks, Report: l.rep, Pitfall: p, Cookies: cookies})
+	}
+	if l.o.observed() {
+		attrs := []attribute.KeyValue{attribute.String(protocol.AttrPitfall, string(p))}
+		if len(cookies) > 0 {
+			attrs = append(attrs, attribute.StringSlice(protocol.AttrCookies, cookies))
+		}
+		l.o.emit(middleware.Event{Name: protocol.EventPitfall, Attrs: attrs})
 	}
 }

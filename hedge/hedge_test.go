@@ -5,7 +5,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,7 +61,22 @@ func client(t *testing.T, layers ...middleware.Layer) (*http.Client, *slowFirst,
 func TestSlowRequestIsHedged(t *testing.T) {
 	p := policy.Default()
 	e, _ := engine.New(engine.Config{Policy: p})
-	c, s, url := client(t, e.Layer(), hedge.Layer(hedge.Config{Delay: 20 * time.Millisecond}))
+	var events []string // the operation's, as a user's observer sees them
+	var mu sync.Mutex
+	observe := middleware.Layer{Name: "observe", Wrap: func(next http.RoundTripper) http.RoundTripper {
+		return middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			op, _ := middleware.OperationOf(req.Context())
+			op.Observe(observerFunc(func(ev middleware.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, a := range ev.Attrs {
+					events = append(events, ev.Name+" "+string(a.Key)+"="+a.Value.Emit())
+				}
+			}))
+			return next.RoundTrip(req)
+		})
+	}}
+	c, s, url := client(t, observe, e.Layer(), hedge.Layer(hedge.Config{Delay: 20 * time.Millisecond}))
 	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +90,11 @@ func TestSlowRequestIsHedged(t *testing.T) {
 	if rep == nil || len(rep.Attempts) != 1 || rep.Attempts[0].Hedges != 1 || rep.Attempts[0].Transparent != 0 {
 		t.Errorf("report %+v", rep)
 	}
+	mu.Lock()
+	if !slices.Equal(events, []string{hedge.EventHedge + " retrystack.hedge=1"}) {
+		t.Errorf("events %q, want the hedge's", events)
+	}
+	mu.Unlock()
 	// The loser's server side saw its cancellation (the connection closed).
 	deadline := time.Now().Add(5 * time.Second)
 	for s.cancelled.Load() == 0 && time.Now().Before(deadline) {
@@ -135,3 +157,7 @@ func TestBadConfig(t *testing.T) {
 		}
 	}
 }
+
+type observerFunc func(middleware.Event)
+
+func (f observerFunc) Observe(e middleware.Event) { f(e) }

@@ -34,14 +34,14 @@ const ScopeName = "github.com/retrystack/retrystack/telemetry"
 
 // Attribute keys of retrystack's own span attributes, events and metrics.
 const (
-	AttrAttempts   = attribute.Key("retrystack.attempts")        // sends of an operation
-	AttrStopReason = attribute.Key("retrystack.stop_reason")     // policy.StopReason
-	AttrDelay      = attribute.Key("retrystack.retry.delay")     // planned wait, in seconds
-	AttrDelaySrc   = attribute.Key("retrystack.retry.source")    // "policy" or "retry-after"
-	AttrReason     = attribute.Key("retrystack.retry.reason")    // the retries metric: Decision.Cause
-	AttrPitfall    = attribute.Key("retrystack.pitfall.name")    // the pitfall's name
-	AttrCookies    = attribute.Key("retrystack.pitfall.cookies") // cookie-lost: names, never values
-	AttrLayer      = attribute.Key("retrystack.layer")           // which nested retry level: "http" or "stream"
+	AttrAttempts   = attribute.Key("retrystack.attempts")    // sends of an operation
+	AttrStopReason = attribute.Key(protocol.AttrStopReason)  // policy.StopReason
+	AttrDelay      = attribute.Key(protocol.AttrDelay)       // planned wait, in seconds
+	AttrDelaySrc   = attribute.Key(protocol.AttrDelaySource) // "policy" or "retry-after"
+	AttrReason     = attribute.Key(protocol.AttrReason)      // the retries metric: Decision.Cause
+	AttrPitfall    = attribute.Key(protocol.AttrPitfall)     // the pitfall's name
+	AttrCookies    = attribute.Key(protocol.AttrCookies)     // cookie-lost: names, never values
+	AttrLayer      = attribute.Key(protocol.AttrLayer)       // which nested retry level: "http" or "stream"
 	// The cross-layer protocol (package crosslayer): the time left the
 	// attempt told the server, in ms; the attempt of the caller's that the
 	// operation serves, when a crosslayer.Handler said it is a retry.
@@ -49,7 +49,7 @@ const (
 	AttrCallerAttempt = attribute.Key("retrystack.caller.attempt")
 	// AttrHedge marks an attempt span that is a hedge (package hedge):
 	// 1 for the first hedge of a send.
-	AttrHedge = attribute.Key("retrystack.hedge")
+	AttrHedge = attribute.Key(protocol.AttrHedge)
 	// The circuit and the state it entered, on the breaker metric.
 	AttrBreakerKey   = attribute.Key("retrystack.breaker.key")
 	AttrBreakerState = attribute.Key("retrystack.breaker.state")
@@ -57,8 +57,8 @@ const (
 
 // Event names.
 const (
-	EventBackoff     = "retrystack.retry.backoff"
-	EventPitfall     = "retrystack.pitfall"
+	EventBackoff     = protocol.EventRetry
+	EventPitfall     = protocol.EventPitfall
 	EventTransparent = "retrystack.transparent_attempt"
 )
 
@@ -202,31 +202,42 @@ func (s *opSpan) Observe(e middleware.Event) {
 	if s.span.IsRecording() {
 		s.span.AddEvent(e.Name, trace.WithAttributes(e.Attrs...))
 	}
-	if e.Name == eventBreakerChange && s.t.circuits != nil {
-		var key, to string
-		for _, a := range e.Attrs {
-			switch a.Key {
-			case "retrystack.breaker.key":
-				key = a.Value.AsString()
-			case "retrystack.breaker.to":
-				to = a.Value.AsString()
-			}
+	switch e.Name {
+	case protocol.EventBreaker:
+		if s.t.circuits != nil {
+			s.t.circuits.Add(s.ctx, 1, metric.WithAttributes(attrOf(e, AttrBreakerKey, "retrystack.breaker.key"), AttrBreakerState.String(attrOf(e, "", "retrystack.breaker.to").Value.AsString())))
 		}
-		s.t.circuits.Add(context.Background(), 1, metric.WithAttributes(AttrBreakerKey.String(key), AttrBreakerState.String(to)))
+	case protocol.EventRetry:
+		s.t.retries.Add(s.ctx, 1, metric.WithAttributes(attrOf(e, AttrReason, AttrReason), attrOf(e, AttrLayer, AttrLayer)))
+		s.t.delay.Record(s.ctx, attrOf(e, AttrDelay, AttrDelay).Value.AsFloat64(), metric.WithAttributes(attrOf(e, AttrDelaySrc, AttrDelaySrc)))
+	case protocol.EventPitfall:
+		s.t.pitfalls.Add(s.ctx, 1, metric.WithAttributes(attrOf(e, AttrPitfall, AttrPitfall)))
 	}
+}
+
+// attrOf is e's attribute from, under the key as (e's own key when as is
+// empty).
+func attrOf(e middleware.Event, as, from attribute.Key) attribute.KeyValue {
+	for _, a := range e.Attrs {
+		if a.Key == from {
+			if as != "" {
+				a.Key = as
+			}
+			return a
+		}
+	}
+	return attribute.KeyValue{Key: as}
 }
 
 // errPanicked is the error an operation span ends with when a panic
 // below ended its RoundTrip.
 var errPanicked = errors.New("telemetry: a panic ended the operation")
 
-// eventBreakerChange is package breaker's EventStateChange: telemetry
-// knows events by name, not by importing the layers that emit them.
-const eventBreakerChange = "retrystack.breaker.state_change"
-
-// Hooks returns the engine hooks that record retries and pitfalls: events
-// on the operation's span, and the retries, delay and pitfalls metrics.
-// Join them with the caller's own with [engine.Hooks.Join].
+// Hooks returns the engine hooks that record the retries and pitfalls of
+// engine.Do, which runs outside any stack: events on the span of the
+// context it is given, and the retries, delay and pitfalls metrics. The
+// HTTP retry layer needs none: its retries and pitfalls reach telemetry
+// as events of the operation (middleware.Operation.Emit).
 func (t *Telemetry) Hooks() engine.Hooks {
 	if t.tracer == nil {
 		return engine.Hooks{} // its layers do not build: see Operation
@@ -241,7 +252,7 @@ func (t *Telemetry) onRetry(ev engine.RetryEvent) {
 	}
 	if span := trace.SpanFromContext(ev.Context); span.IsRecording() {
 		span.AddEvent(EventBackoff, trace.WithAttributes(
-			AttrDelay.Float64(ev.Wait.Seconds()), AttrDelaySrc.String(source), AttrLayer.String(ev.Report.Layer)))
+			AttrDelay.Float64(ev.Wait.Seconds()), AttrDelaySrc.String(source), AttrLayer.String(ev.Report.Layer), AttrReason.String(ev.Cause)))
 	}
 	t.retries.Add(ev.Context, 1, metric.WithAttributes(AttrReason.String(ev.Cause), AttrLayer.String(ev.Report.Layer)))
 	t.delay.Record(ev.Context, ev.Wait.Seconds(), metric.WithAttributes(AttrDelaySrc.String(source)))

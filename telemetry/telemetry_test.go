@@ -131,7 +131,7 @@ func TestSpanTree(t *testing.T) {
 	got := f.tree(t, resend, status, errType, telemetry.AttrAttempts, telemetry.AttrStopReason)
 	want := []span{
 		{Name: "retrystack GET", Kind: trace.SpanKindInternal, Attrs: map[string]string{"http.response.status_code": "200", "retrystack.attempts": "3", "retrystack.stop_reason": "success"},
-			Events: []string{telemetry.EventBackoff}},
+			Events: []string{"retrystack.response.discarded", telemetry.EventBackoff}}, // the 503 thrown away, then the wait
 		{Name: "GET", Kind: trace.SpanKindClient, Parent: "retrystack GET", Status: codes.Error, Attrs: map[string]string{"http.response.status_code": "503", "error.type": "503"}},
 		{Name: "GET", Kind: trace.SpanKindClient, Parent: "retrystack GET", Attrs: map[string]string{"http.response.status_code": "302", "http.request.resend_count": "1"}},
 		{Name: "GET", Kind: trace.SpanKindClient, Parent: "retrystack GET", Attrs: map[string]string{"http.response.status_code": "200", "http.request.resend_count": "2"}},

@@ -115,9 +115,6 @@ func layers(sc scenario, presetName string, t *trial) ([]middleware.Layer, error
 		if sc.hooks != nil {
 			cfg.Hooks = sc.hooks(t)
 		}
-		if t.tel != nil {
-			cfg.Hooks = cfg.Hooks.Join(t.tel.Hooks())
-		}
 		if sc.engine != nil {
 			sc.engine(t, &cfg)
 		}

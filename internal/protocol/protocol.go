@@ -45,3 +45,24 @@ func Restamp(r *http.Request, name string) {
 		r.Header[name] = []string{TimeLeft(dl)}
 	}
 }
+
+// The events the library's layers emit on an operation
+// (middleware.Operation.Emit), and their attributes: the names telemetry
+// knows them by, without importing the layers.
+const (
+	EventRetry     = "retrystack.retry.backoff"      // the retry layer: a retry is planned (AttrDelay, AttrDelaySource, AttrReason, AttrLayer)
+	EventPitfall   = "retrystack.pitfall"            // the retry layer: a pitfall fired (AttrPitfall, AttrCookies)
+	EventDiscarded = "retrystack.response.discarded" // the retry layer: a response thrown away for a retry (http.response.status_code)
+	EventRefusal   = "retrystack.refusal"            // the retry layer: a layer below refused to send (AttrStopReason)
+	EventHedge     = "retrystack.hedge"              // the hedge layer: a hedge was sent (AttrHedge)
+	EventBreaker   = "retrystack.breaker.state_change"
+
+	AttrDelay       = "retrystack.retry.delay"     // planned wait, in seconds
+	AttrDelaySource = "retrystack.retry.source"    // "policy" or "retry-after"
+	AttrReason      = "retrystack.retry.reason"    // Decision.Cause
+	AttrLayer       = "retrystack.layer"           // Config.Layer of the retry layer
+	AttrPitfall     = "retrystack.pitfall.name"    // the pitfall's name
+	AttrCookies     = "retrystack.pitfall.cookies" // cookie-lost: names, never values
+	AttrStopReason  = "retrystack.stop_reason"     // policy.StopReason
+	AttrHedge       = "retrystack.hedge"           // the hedge's number, from 1
+)
