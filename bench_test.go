@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/retrystack/retrystack"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
 )
 
 // BenchmarkSuccessPath compares a bare transport with the default stack on

@@ -21,7 +21,7 @@ import (
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/cookiejar"
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -262,8 +262,8 @@ func TestHookPanicReleasesTheResponse(t *testing.T) {
 	defer srv.Close()
 	boom := func() { panic("hook failed") }
 	for name, hooks := range map[string]engine.Hooks{
-		"OnAttempt": {OnAttempt: func(engine.AttemptEvent) { boom() }},
-		"OnPitfall": {OnPitfall: func(engine.PitfallEvent) { boom() }},
+		"OnAttempt": {OnAttempt: func(engine.Event) { boom() }},
+		"OnPitfall": {OnPitfall: func(engine.Event) { boom() }},
 		"OnGiveUp":  {OnGiveUp: func(*engine.Report) { boom() }},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 // Config configures the entry points. The zero value is the safe default:
 // policy.Default(), no cookie storage, up to 10 redirect hops (NewClient),
 // over http.DefaultTransport. A field the entry point called cannot honour
-// is a *ConfigError, never silently ignored.
+// is a *policy.ConfigError, never silently ignored.
 type Config struct {
 	// Policy decides the retries; nil: policy.Default().
 	Policy *policy.Policy
@@ -58,28 +58,19 @@ type Config struct {
 	Telemetry *telemetry.Telemetry
 }
 
-// ConfigError reports a setting that the entry point called cannot
-// honour: a Config field, or a field of the *http.Client it returned.
-type ConfigError struct {
-	Field  string // e.g. "Config.Transport", "http.Client.CheckRedirect"
-	Reason string
-}
-
-func (e *ConfigError) Error() string { return "retrystack: " + e.Field + ": " + e.Reason }
-
 // NewTransport returns a retrying http.RoundTripper to hand to an SDK, a
 // reverse proxy or any *http.Client: the retry layer (with Telemetry, the
 // operation and attempt layers around it) over cfg.Transport. It keeps no
 // cookies and follows no redirects: the client above does both, and
 // net/http's Client sends every hop through the transport and runs its Jar
 // per hop, which is reqwest's order. A Cookies or Redirect setting is a
-// *ConfigError here.
+// *policy.ConfigError here.
 func NewTransport(cfg Config) (http.RoundTripper, error) {
 	switch {
 	case cfg.Cookies != (cookiejar.Config{}):
-		return nil, &ConfigError{Field: "Config.Cookies", Reason: "NewTransport keeps no cookies: set the Jar of the http.Client above it"}
+		return nil, &policy.ConfigError{Field: "Config.Cookies", Reason: "NewTransport keeps no cookies: set the Jar of the http.Client above it"}
 	case cfg.Redirect.MaxHops != 0 || cfg.Redirect.Check != nil:
-		return nil, &ConfigError{Field: "Config.Redirect", Reason: "NewTransport follows no redirects: set the CheckRedirect of the http.Client above it"}
+		return nil, &policy.ConfigError{Field: "Config.Redirect", Reason: "NewTransport follows no redirects: set the CheckRedirect of the http.Client above it"}
 	}
 	e, err := newEngine(cfg)
 	if err != nil {
@@ -96,11 +87,11 @@ func NewTransport(cfg Config) (http.RoundTripper, error) {
 // retry (with Telemetry: telemetry → redirect → cookies → retry →
 // attempt-telemetry), to reorder, extend and put over a base with
 // Stack.Then or Client; or the first configuration error (a
-// *policy.ConfigError, a middleware error, or a *ConfigError for a
+// *policy.ConfigError, a middleware error, or a *policy.ConfigError for a
 // Transport, which a stack has none of).
 func NewStack(cfg Config) (middleware.Stack, error) {
 	if cfg.Transport != nil {
-		return middleware.Stack{}, &ConfigError{Field: "Config.Transport", Reason: "NewStack builds only the layers: pass the base to Stack.Then or retrystack.Client"}
+		return middleware.Stack{}, &policy.ConfigError{Field: "Config.Transport", Reason: "NewStack builds only the layers: pass the base to Stack.Then or retrystack.Client"}
 	}
 	return newStack(cfg)
 }
@@ -141,7 +132,7 @@ func withTelemetry(t *telemetry.Telemetry, layers ...middleware.Layer) []middlew
 // policy (redirect.Config.Check has CheckRedirect's signature). The
 // client's own CheckRedirect hands back whatever 3xx the stack hands back,
 // and its Jar is nil; a request through a client whose CheckRedirect or
-// Jar was changed fails with a *ConfigError saying where the setting
+// Jar was changed fails with a *policy.ConfigError saying where the setting
 // goes, rather than have it half-applied.
 func NewClient(cfg Config) (*http.Client, error) {
 	s, err := NewStack(cfg.withoutTransport())
@@ -161,7 +152,7 @@ func (cfg Config) withoutTransport() Config {
 // cookie jar off so nothing runs twice: CheckRedirect hands back whatever
 // 3xx the stack hands back, and the stack's layers are its only redirect
 // and cookie policy. As with NewClient, a request through it after its
-// CheckRedirect or Jar was changed is a *ConfigError.
+// CheckRedirect or Jar was changed is a *policy.ConfigError.
 func Client(s middleware.Stack, base http.RoundTripper) *http.Client {
 	c := &http.Client{CheckRedirect: stackFollows}
 	c.Transport = &clientTransport{client: c, RoundTripper: s.Then(base)}
@@ -184,12 +175,12 @@ type clientTransport struct {
 }
 
 func (t *clientTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	var err *ConfigError
+	var err *policy.ConfigError
 	switch c := t.client; {
 	case c.CheckRedirect == nil || reflect.ValueOf(c.CheckRedirect).Pointer() != stackFollowsPC:
-		err = &ConfigError{Field: "http.Client.CheckRedirect", Reason: "the stack follows redirects: set Config.Redirect.Check (redirect.Config.Check) instead"}
+		err = &policy.ConfigError{Field: "http.Client.CheckRedirect", Reason: "the stack follows redirects: set Config.Redirect.Check (redirect.Config.Check) instead"}
 	case c.Jar != nil:
-		err = &ConfigError{Field: "http.Client.Jar", Reason: "the stack keeps cookies per hop: set Config.Cookies.Jar (cookiejar.Config.Jar) instead"}
+		err = &policy.ConfigError{Field: "http.Client.Jar", Reason: "the stack keeps cookies per hop: set Config.Cookies.Jar (cookiejar.Config.Jar) instead"}
 	}
 	if err != nil {
 		if req.Body != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/policy"
 	"go.uber.org/goleak"
 )
@@ -77,7 +77,7 @@ func TestSendsAcrossHops(t *testing.T) {
 	p := policy.Default()
 	p.Backoff.Base = 1
 	c, err := retrystack.NewClient(retrystack.Config{Policy: &p, Hooks: engine.Hooks{
-		OnAttempt: func(ev engine.AttemptEvent) { resends = append(resends, ev.Attempt.Resend) },
+		OnAttempt: func(ev engine.Event) { resends = append(resends, ev.Attempt.Resend) },
 	}})
 	if err != nil {
 		t.Fatal(err)

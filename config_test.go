@@ -12,6 +12,7 @@ import (
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/redirect"
@@ -63,7 +64,7 @@ func TestBadConfigIsATypedError(t *testing.T) {
 	}{
 		{"negative attempts", withPolicy(func(p *policy.Policy) { p.MaxAttempts = -1 }), configErr("MaxAttempts")},
 		{"zero attempts", withPolicy(func(p *policy.Policy) { p.MaxAttempts = 0 }), configErr("MaxAttempts")},
-		{"attempts above the limit", withPolicy(func(p *policy.Policy) { p.MaxAttempts = policy.MaxAttemptsLimit + 1 }), configErr("MaxAttempts")},
+		{"attempts above the limit", withPolicy(func(p *policy.Policy) { p.MaxAttempts = 10_000 + 1 }), configErr("MaxAttempts")},
 		{"negative attempt timeout", withPolicy(func(p *policy.Policy) { p.AttemptTimeout = -time.Second }), configErr("AttemptTimeout")},
 		{"negative total timeout", withPolicy(func(p *policy.Policy) { p.Timeout = -1 }), configErr("Timeout")},
 		{"no classifier", withPolicy(func(p *policy.Policy) { p.Classify = nil }), configErr("Classify")},
@@ -141,7 +142,7 @@ func TestExtremeConfigRuns(t *testing.T) {
 		change func(*policy.Policy)
 		stop   policy.StopReason
 	}{
-		{"most attempts", "/fail/1/503", func(p *policy.Policy) { p.MaxAttempts = policy.MaxAttemptsLimit }, policy.StopSuccess},
+		{"most attempts", "/fail/1/503", func(p *policy.Policy) { p.MaxAttempts = 10_000 }, policy.StopSuccess},
 		{"1 ns timeout", "/s/200", func(p *policy.Policy) { p.Timeout = 1 }, policy.StopDeadline},
 		{"1 ns attempt timeout", "/s/200", func(p *policy.Policy) { p.AttemptTimeout = 1 }, policy.StopAttemptsExhausted},
 		{"longest backoff", "/s/503", func(p *policy.Policy) {
@@ -152,8 +153,8 @@ func TestExtremeConfigRuns(t *testing.T) {
 			p.RetryAfter.Max = math.MaxInt64
 			p.Timeout = time.Minute
 		}, policy.StopWaitExceedsBudget},
-		{"budget without reserve or ratio", "/s/503", func(p *policy.Policy) { p.Budget = policy.MustTPSBudget(time.Second, 0, 0) }, policy.StopBudgetExhausted},
-		{"budget ratio 1000", "/fail/1/503", func(p *policy.Policy) { p.Budget = policy.MustTPSBudget(time.Minute, 0, 1000) }, policy.StopBudgetExhausted},
+		{"budget without reserve or ratio", "/s/503", func(p *policy.Policy) { p.Budget = presets.Budget(time.Second, 0, 0) }, policy.StopBudgetExhausted},
+		{"budget ratio 1000", "/fail/1/503", func(p *policy.Policy) { p.Budget = presets.Budget(time.Minute, 0, 1000) }, policy.StopBudgetExhausted},
 		{"jitter at the top of its range", "/fail/1/503", func(p *policy.Policy) {
 			p.Backoff.Base = time.Millisecond
 			p.Rand = func() float64 { return math.Nextafter(1, 0) }

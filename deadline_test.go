@@ -16,7 +16,7 @@ import (
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -96,7 +96,7 @@ func TestDeadlineOverrun(t *testing.T) {
 	defer h2.Close()
 
 	loop := func(p *policy.Policy) { // retry until time, not attempts, runs out
-		p.MaxAttempts = policy.MaxAttemptsLimit
+		p.MaxAttempts = 10_000
 		p.Backoff = policy.Backoff{Base: 5 * time.Millisecond, Cap: 20 * time.Millisecond}
 	}
 	waitsOrDeadline := []policy.StopReason{policy.StopDeadline, policy.StopWaitExceedsBudget}
@@ -253,7 +253,7 @@ func TestCancellationSendsNothingMore(t *testing.T) {
 			retrying := make(chan struct{})
 			var once sync.Once
 			client, err := retrystack.NewClient(retrystack.Config{Policy: &p, Transport: &http.Transport{},
-				Hooks: engine.Hooks{OnRetry: func(engine.RetryEvent) { once.Do(func() { close(retrying) }) }}})
+				Hooks: engine.Hooks{OnRetry: func(engine.Event) { once.Do(func() { close(retrying) }) }}})
 			if err != nil {
 				t.Fatal(err)
 			}

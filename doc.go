@@ -13,7 +13,7 @@
 // redirect → cookies → retry → transport. The stack follows redirects and
 // keeps cookies (when Config.Cookies has a Jar) itself, so every hop passes
 // through cookies and retry; the client's own CheckRedirect and Jar are off,
-// and a request through it after they were changed is a *ConfigError.
+// and a request through it after they were changed is a *policy.ConfigError.
 //
 //	client, err := retrystack.NewClient(retrystack.Config{})
 //

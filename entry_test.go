@@ -101,9 +101,9 @@ func TestEntryPointsRefuseWhatTheyIgnore(t *testing.T) {
 			return err
 		},
 	} {
-		var ce *retrystack.ConfigError
+		var ce *policy.ConfigError
 		if err := build(); !errors.As(err, &ce) {
-			t.Errorf("%s: %v, want a *retrystack.ConfigError", name, err)
+			t.Errorf("%s: %v, want a *policy.ConfigError", name, err)
 		}
 	}
 }
@@ -149,9 +149,9 @@ func TestNewClientRedirectPolicy(t *testing.T) {
 		body := &closeTracker{Reader: strings.NewReader("x")}
 		req, _ := http.NewRequest("POST", srv.URL+"/start", body)
 		_, err = c.Do(req)
-		var ce *retrystack.ConfigError
+		var ce *policy.ConfigError
 		if !errors.As(err, &ce) {
-			t.Errorf("%s changed: %v, want a *retrystack.ConfigError", name, err)
+			t.Errorf("%s changed: %v, want a *policy.ConfigError", name, err)
 		}
 		if !body.closed.Load() {
 			t.Errorf("%s changed: request body left open", name)

@@ -24,7 +24,7 @@ type eventLog struct {
 func (r *eventLog) Observe(e middleware.Event) {
 	s := e.Name
 	for _, a := range e.Attrs {
-		s += " " + string(a.Key) + "=" + a.Value.Emit()
+		s += " " + string(a.Key) + "=" + a.Value.String()
 	}
 	r.mu.Lock()
 	r.events = append(r.events, s)

@@ -152,7 +152,7 @@ func runCell(t *testing.T, c cell) {
 	var panicking atomic.Bool
 	p := policy.Default()
 	p.Backoff = policy.Backoff{}
-	e, err := engine.New(engine.Config{Policy: p, Hooks: engine.Hooks{OnAttempt: func(engine.AttemptEvent) {
+	e, err := engine.New(engine.Config{Policy: p, Hooks: engine.Hooks{OnAttempt: func(engine.Event) {
 		if panicking.Load() && c.fault == "hook-panic" {
 			panic("hook")
 		}

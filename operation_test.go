@@ -58,7 +58,7 @@ func TestSideRequestsFromHooksAreOperationsOfTheirOwn(t *testing.T) {
 
 	for _, async := range []bool{false, true} {
 		var wg sync.WaitGroup
-		audit := func(ev engine.AttemptEvent) {
+		audit := func(ev engine.Event) {
 			send := func() {
 				req, _ := http.NewRequestWithContext(ev.Context, "GET", srv.URL()+"/s/200?key=audit", nil)
 				drain(side.Do(req))

@@ -19,7 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -66,10 +66,10 @@ func TestSecretsStayOut(t *testing.T) {
 		mu.Unlock()
 	}
 	hooks := engine.Hooks{
-		OnAttempt: func(ev engine.AttemptEvent) {
+		OnAttempt: func(ev engine.Event) {
 			say("attempt %+v %+v %v %s", ev.Attempt, *ev.Report, ev.Context, ev.Report)
 		},
-		OnRetry: func(ev engine.RetryEvent) { say("retry %+v %+v %v", ev, *ev.Report, ev.Context) },
+		OnRetry: func(ev engine.Event) { say("retry %+v %+v %v", ev, *ev.Report, ev.Context) },
 		OnGiveUp: func(r *engine.Report) {
 			say("give-up %+v %s", *r, r)
 			for _, a := range r.Attempts {
@@ -78,7 +78,7 @@ func TestSecretsStayOut(t *testing.T) {
 				}
 			}
 		},
-		OnPitfall: func(ev engine.PitfallEvent) { say("pitfall %+v %+v %v", ev, *ev.Report, ev.Context) },
+		OnPitfall: func(ev engine.Event) { say("pitfall %+v %+v %v", ev, *ev.Report, ev.Context) },
 	}
 	p := policy.Default()
 	p.Backoff.Base = time.Millisecond
@@ -281,7 +281,7 @@ func TestAbsurdRetryAfter(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	var waits []time.Duration
 	c, err := retrystack.NewClient(retrystack.Config{Transport: tr, Hooks: engine.Hooks{
-		OnRetry: func(ev engine.RetryEvent) { waits = append(waits, ev.Wait) }}})
+		OnRetry: func(ev engine.Event) { waits = append(waits, ev.Wait) }}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/faultserver"
 	"github.com/retrystack/retrystack/hedge"
+	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/policy"
 	"go.uber.org/goleak"
 )
@@ -61,7 +61,7 @@ func TestSoak(t *testing.T) {
 	p.Timeout = 2 * time.Second
 	newClient := func(tr *http.Transport, sent, resent *atomic.Int64) *http.Client {
 		c, err := retrystack.NewClient(retrystack.Config{Policy: &p, Transport: tr, Hooks: engine.Hooks{
-			OnAttempt: func(ev engine.AttemptEvent) {
+			OnAttempt: func(ev engine.Event) {
 				if ev.Attempt.Processed != policy.NotSent { // an attempt that never wrote a byte reached no server
 					sent.Add(1)
 				}
@@ -169,7 +169,7 @@ func TestSoakHedged(t *testing.T) {
 	p.Timeout = 2 * time.Second
 	p.Budget = nil // every hedge the delay asks for
 	stack, err := retrystack.NewStack(retrystack.Config{Policy: &p, Hooks: engine.Hooks{
-		OnAttempt: func(ev engine.AttemptEvent) {
+		OnAttempt: func(ev engine.Event) {
 			if ev.Attempt.Processed != policy.NotSent {
 				sends.Add(1)
 			}

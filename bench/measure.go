@@ -17,7 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
+	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -237,7 +238,7 @@ func decide(b *testing.B, a policy.Attempt) {
 
 // Budget measures the shared budget under parallel deposits and withdrawals.
 func Budget(b *testing.B) {
-	budget := policy.MustTPSBudget(10*time.Second, 10, 0.2)
+	budget := presets.Budget(10*time.Second, 10, 0.2)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for i := 0; pb.Next(); i++ {

@@ -14,8 +14,8 @@ import (
 	"github.com/failsafe-go/failsafe-go/hedgepolicy"
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/breaker"
-	"github.com/retrystack/retrystack/faultserver"
 	"github.com/retrystack/retrystack/hedge"
+	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/middleware"
 )
 

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -372,17 +371,12 @@ func (b *Breaker) changed(ctx context.Context, c *circuit, key string, ch stateC
 		c.report(key, b.cfg.OnChange)
 	}
 	if op, ok := middleware.OperationOf(ctx); ok {
-		op.Emit(middleware.Event{Name: EventStateChange, Attrs: []attribute.KeyValue{
+		op.Emit(middleware.Event{Name: middleware.EventBreakerChange, Attrs: []attribute.KeyValue{
 			attribute.String("retrystack.breaker.key", key),
 			attribute.String("retrystack.breaker.from", ch.from.String()),
 			attribute.String("retrystack.breaker.to", ch.to.String())}})
 	}
 }
-
-// EventStateChange is the operation event of a state change, with the
-// circuit's key and the states it left and entered as
-// retrystack.breaker.key, .from and .to.
-const EventStateChange = protocol.EventBreaker
 
 type stateChange struct{ from, to State }
 

@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"github.com/retrystack/retrystack/cookiejar"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/middleware"
 )
 

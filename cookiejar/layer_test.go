@@ -10,7 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack/cookiejar"
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
+	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/internal/rttest"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -37,7 +38,7 @@ func TestNoJarWrapsNothing(t *testing.T) {
 
 // naive retries 503 whatever the method, at once: seed 003's classifier.
 func naive() policy.Policy {
-	p := policy.ForHost("127.0.0.1")
+	p := presets.ReqwestForHost("127.0.0.1")
 	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: policy.AnyRequest}.Classify
 	return p
 }
@@ -58,7 +59,7 @@ func loginThenMe(t *testing.T, cfg cookiejar.Config, order ...string) run {
 	}
 	defer srv.Close()
 	var r run
-	e, err := engine.New(engine.Config{Policy: naive(), Hooks: engine.Hooks{OnPitfall: func(ev engine.PitfallEvent) {
+	e, err := engine.New(engine.Config{Policy: naive(), Hooks: engine.Hooks{OnPitfall: func(ev engine.Event) {
 		r.pitfalls = append(r.pitfalls, ev.Pitfall)
 		if ev.Pitfall == engine.PitfallCookieLost {
 			r.lost = append(r.lost, ev.Cookies...)

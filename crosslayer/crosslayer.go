@@ -49,15 +49,15 @@ func (s Signals) Names() (attempt, timeout, shouldRetry string) {
 	return attempt, timeout, shouldRetry
 }
 
-// DefaultMaxTimeout is the longest deadline Handler takes from a request
+// defaultMaxTimeout is the longest deadline Handler takes from a request
 // when Config.MaxTimeout is 0.
-const DefaultMaxTimeout = time.Minute
+const defaultMaxTimeout = time.Minute
 
 // Config configures Handler.
 type Config struct {
 	// MaxTimeout caps the deadline a request's Timeout header may set: a
 	// caller cannot make the service work longer than this. 0 means
-	// DefaultMaxTimeout.
+	// one minute.
 	MaxTimeout time.Duration
 	Signals    Signals
 }
@@ -92,7 +92,7 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 	}
 	maxTimeout := cfg.MaxTimeout
 	if maxTimeout <= 0 {
-		maxTimeout = DefaultMaxTimeout
+		maxTimeout = defaultMaxTimeout
 	}
 	attemptName, timeoutName, shouldRetryName := cfg.Signals.Names()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack/crosslayer"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/internal/rttest"
 	"github.com/retrystack/retrystack/internal/wire"
@@ -71,10 +71,10 @@ func setup(t *testing.T, p policy.Policy, cfg ...func(*Config)) *fixture {
 	f := &fixture{t: t, srv: srv, clock: &clock{t: time.Now()}}
 	p.Rand = func() float64 { return 0.5 }
 	c := Config{Policy: p, Hooks: Hooks{
-		OnAttempt: func(ev AttemptEvent) { f.events = append(f.events, "attempt") },
-		OnRetry:   func(ev RetryEvent) { f.events = append(f.events, "retry") },
+		OnAttempt: func(ev Event) { f.events = append(f.events, "attempt") },
+		OnRetry:   func(ev Event) { f.events = append(f.events, "retry") },
 		OnGiveUp:  func(r *Report) { f.events = append(f.events, "give-up:"+string(r.Stop)) },
-		OnPitfall: func(ev PitfallEvent) { f.events = append(f.events, "pitfall:"+string(ev.Pitfall)) },
+		OnPitfall: func(ev Event) { f.events = append(f.events, "pitfall:"+string(ev.Pitfall)) },
 	}}
 	for _, fn := range cfg {
 		fn(&c)
@@ -430,7 +430,7 @@ func TestCancellation(t *testing.T) {
 	t.Run("before the wait", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		f := setup(t, policy.Default(), func(c *Config) { c.Hooks.OnRetry = func(RetryEvent) { cancel() } })
+		f := setup(t, policy.Default(), func(c *Config) { c.Hooks.OnRetry = func(Event) { cancel() } })
 		_, rep, err := f.send(ctx, "GET", "/s/503", "", false)
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("error %v", err)
@@ -613,7 +613,7 @@ func TestBudgetSpentOnlyOnSentRetries(t *testing.T) {
 	for _, path := range []string{"/s/503?retry-after=61", "/s/503?retry-after=30"} {
 		p := policy.Default()
 		p.Timeout = 10 * time.Second // the 30 s hint does not fit
-		budget := policy.MustTPSBudget(10*time.Second, 1, 0.2)
+		budget := presets.Budget(10*time.Second, 1, 0.2)
 		p.Budget = budget
 		before := budget.Retries()
 		f := setup(t, p)

@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/policy"
 )
 

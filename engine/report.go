@@ -171,7 +171,7 @@ const (
 	PitfallBudgetExhausted Pitfall = "budget-exhausted"
 	// PitfallCookieLost: a discarded response set cookies that no cookie
 	// layer stored, because the cookie layer sits outside the retry layer
-	// (reqwest's order). PitfallEvent.Cookies names them.
+	// (reqwest's order). Event.Cookies names them.
 	PitfallCookieLost Pitfall = "cookie-lost"
 )
 
@@ -181,39 +181,27 @@ const (
 // ends its deadlines before the panic goes on.) The events point into the
 // live report: read it during the call, or copy what you keep.
 type Hooks struct {
-	OnAttempt func(AttemptEvent) // after every attempt, once it is classified
-	OnRetry   func(RetryEvent)   // when a retry is decided, before its wait
-	OnGiveUp  func(*Report)      // when an operation ends other than with success
-	OnPitfall func(PitfallEvent) // when a pitfall fires
+	OnAttempt func(Event)   // after every attempt, once it is classified (Number, Attempt)
+	OnRetry   func(Event)   // when a retry is decided, before its wait (Number, Wait, FromHint, Cause)
+	OnGiveUp  func(*Report) // when an operation ends other than with success
+	OnPitfall func(Event)   // when a pitfall fires (Pitfall, Cookies)
 }
 
-// AttemptEvent reports one classified attempt.
-type AttemptEvent struct {
+// Event is what a hook is told; each hook's doc names the fields it sets.
+type Event struct {
 	// Context is the operation's: its values, deadline and span. A
 	// request made with it is an operation of its own, not a send of
 	// this one.
 	Context context.Context
 	Report  *Report
-	Attempt AttemptRecord
-	Number  int // 1 for the first attempt
-}
-
-// RetryEvent reports a retry about to happen.
-type RetryEvent struct {
-	Context  context.Context
-	Report   *Report
-	Number   int           // the attempt that will be retried
-	Wait     time.Duration // the planned wait before the next attempt
-	FromHint bool          // the wait comes from the server's Retry-After
-	Cause    string        // policy.Decision.Cause
-}
-
-// PitfallEvent reports a pitfall.
-type PitfallEvent struct {
-	Context context.Context
-	Report  *Report
-	Pitfall Pitfall
-	Cookies []string // cookie-lost: the names of the lost cookies, never their values
+	Number  int           // the attempt, from 1 (OnRetry: the attempt that will be retried)
+	Attempt AttemptRecord // OnAttempt: the classified attempt
+	Wait    time.Duration // OnRetry: the planned wait before the next attempt
+	// FromHint reports that the wait comes from the server's Retry-After.
+	FromHint bool
+	Cause    string   // OnRetry: policy.Decision.Cause
+	Pitfall  Pitfall  // OnPitfall: the pitfall
+	Cookies  []string // OnPitfall, cookie-lost: the names of the lost cookies, never their values
 }
 
 // Join returns hooks that call a's hook, then b's, for each event.

@@ -12,7 +12,7 @@ import (
 )
 
 // With neither RetryAfter.Max nor a deadline (Codex's preset), an absurd
-// hint is waited at most policy.MaxRetryAfter: capped, never overflowed
+// hint is waited at most 100 years: capped, never overflowed
 // into a short or negative wait that would hammer the server.
 func TestAbsurdRetryAfterIsCapped(t *testing.T) {
 	for _, tt := range []struct{ name, hint string }{
@@ -26,7 +26,7 @@ func TestAbsurdRetryAfterIsCapped(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			capped := []time.Duration{policy.MaxRetryAfter, policy.MaxRetryAfter, policy.MaxRetryAfter, policy.MaxRetryAfter}
+			capped := []time.Duration{maxRetryAfter, maxRetryAfter, maxRetryAfter, maxRetryAfter}
 			want := outcome{Status: 503, Requests: 5, Stop: policy.StopAttemptsExhausted, Waits: capped,
 				Pitfalls: []Pitfall{PitfallExhaustedRetryableStatus}}
 			if diff := cmp.Diff(want, f.outcome(resp, rep)); diff != "" {
@@ -38,3 +38,6 @@ func TestAbsurdRetryAfterIsCapped(t *testing.T) {
 		})
 	}
 }
+
+// maxRetryAfter is the longest hint a RetryAfter parses: 100 years.
+const maxRetryAfter = 100 * 365 * 24 * time.Hour

@@ -235,7 +235,7 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 	rec := AttemptRecord{Status: info.status, Err: err, Processed: info.processed, Transparent: info.transparent, Hedges: info.hedges, Resend: info.resend, Decision: dec}
 	l.rep.Attempts = append(l.rep.Attempts, rec)
 	if e.hooks.OnAttempt != nil {
-		e.hooks.OnAttempt(AttemptEvent{Context: l.hooks, Report: l.rep, Attempt: rec, Number: n})
+		e.hooks.OnAttempt(Event{Context: l.hooks, Report: l.rep, Attempt: rec, Number: n})
 	}
 	return v, info, dec, err
 }
@@ -298,7 +298,7 @@ func (l *loop[T]) retry(n int, v T, info attemptInfo, err error, dec policy.Deci
 	l.d.releaseAttempt()
 	l.rep.PlannedWaits = append(l.rep.PlannedWaits, wait)
 	if e.hooks.OnRetry != nil {
-		e.hooks.OnRetry(RetryEvent{Context: l.hooks, Report: l.rep, Number: n, Wait: wait, FromHint: fromHint, Cause: dec.Cause})
+		e.hooks.OnRetry(Event{Context: l.hooks, Report: l.rep, Number: n, Wait: wait, FromHint: fromHint, Cause: dec.Cause})
 	}
 	if l.o.observed() {
 		source := "policy"
@@ -380,7 +380,7 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 func (l *loop[T]) pitfall(p Pitfall, cookies ...string) {
 	l.rep.Pitfalls = append(l.rep.Pitfalls, p)
 	if l.e.hooks.OnPitfall != nil {
-		l.e.hooks.OnPitfall(PitfallEvent{Context: l.hooks, Report: l.rep, Pitfall: p, Cookies: cookies})
+		l.e.hooks.OnPitfall(Event{Context: l.hooks, Report: l.rep, Pitfall: p, Cookies: cookies})
 	}
 	if l.o.observed() {
 		attrs := []attribute.KeyValue{attribute.String(protocol.AttrPitfall, string(p))}

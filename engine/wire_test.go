@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
+	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 )
@@ -62,7 +63,7 @@ func withScope(p policy.Policy, fromSecond bool) policy.Policy {
 }
 
 func reqwestForLocalhost() policy.Policy {
-	p := policy.ForHost("localhost")
+	p := presets.ReqwestForHost("localhost")
 	retry503(&p)
 	return p
 }
@@ -83,7 +84,7 @@ func (f *fixture) sendURL(ctx context.Context, path string) (*http.Response, *Re
 // One budget is shared by every request of the engine: seed 000's
 // experiment, [101, 1, 1], then 4 more retries after 20 successes.
 func TestBudgetSharedAcrossRequests(t *testing.T) {
-	p := policy.ForHost("127.0.0.1")
+	p := presets.ReqwestForHost("127.0.0.1")
 	retry503(&p)
 	p.MaxAttempts = 1001
 	f := setup(t, p)

@@ -210,7 +210,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if o := operation.From(req.Context()); o != nil {
 				o.Trace().Hedged() // its connection is not a send of the transport's own
 			}
-			op.Emit(middleware.Event{Name: EventHedge, Attrs: []attribute.KeyValue{attribute.Int(protocol.AttrHedge, sent)}})
+			op.Emit(middleware.Event{Name: middleware.EventHedge, Attrs: []attribute.KeyValue{attribute.Int(protocol.AttrHedge, sent)}})
 			cancels = append(cancels, hcancel)
 			starts = append(starts, time.Now())
 			go send(sent, hr, hcancel)
@@ -347,8 +347,3 @@ func (h *histogram) percentile(p float64) (time.Duration, bool) {
 	}
 	return upper(buckets - 1), true
 }
-
-// EventHedge is the operation event of a hedge sent, with its number
-// (retrystack.hedge, from 1): telemetry makes it an event of the
-// operation's span (middleware.Operation.Observe).
-const EventHedge = protocol.EventHedge

@@ -70,7 +70,7 @@ func TestSlowRequestIsHedged(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				for _, a := range ev.Attrs {
-					events = append(events, ev.Name+" "+string(a.Key)+"="+a.Value.Emit())
+					events = append(events, ev.Name+" "+string(a.Key)+"="+a.Value.String())
 				}
 			}))
 			return next.RoundTrip(req)
@@ -91,7 +91,7 @@ func TestSlowRequestIsHedged(t *testing.T) {
 		t.Errorf("report %+v", rep)
 	}
 	mu.Lock()
-	if !slices.Equal(events, []string{hedge.EventHedge + " retrystack.hedge=1"}) {
+	if !slices.Equal(events, []string{middleware.EventHedge + " retrystack.hedge=1"}) {
 		t.Errorf("events %q, want the hedge's", events)
 	}
 	mu.Unlock()

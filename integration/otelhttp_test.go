@@ -54,7 +54,7 @@ func TestOtelhttpAsBaseTransport(t *testing.T) {
 	for _, s := range spans {
 		traces[s.SpanContext().TraceID()] = true
 		switch {
-		case s.InstrumentationScope().Name != telemetry.ScopeName:
+		case s.InstrumentationScope().Name != "github.com/retrystack/retrystack/telemetry":
 			theirs = append(theirs, s)
 		case s.SpanKind() == trace.SpanKindInternal:
 			ops = append(ops, s)

@@ -25,8 +25,8 @@
 // layers do.
 //
 // The stock layers are small: [ErrorForStatus] turns a final status >= 400
-// into a [*StatusError] (the fix for the "Ok(503)" trap), and [Header] and
-// [HeaderFunc] set headers. Deadlines are the retry layer's:
+// into a [*StatusError] (the fix for the "Ok(503)" trap), and [HeaderFunc] sets
+// headers, per attempt inside a retry layer. Deadlines are the retry layer's:
 // Policy.Timeout for the operation, Policy.AttemptTimeout for each attempt,
 // the read of the body included.
 package middleware

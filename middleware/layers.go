@@ -66,15 +66,6 @@ func ReadStatusError(resp *http.Response, limit int64) *StatusError {
 
 func (e *errorForStatus) CloseIdleConnections() { wire.CloseIdle(e.next) }
 
-// Header returns the layer "header", which sets each header of h on every
-// request that passes through it, replacing values the request had. The
-// caller's request is not modified, and h is copied. To have two header
-// layers in one stack, rename one: l := Header(h); l.Name = "auth".
-func Header(h http.Header) Layer {
-	h = h.Clone()
-	return HeaderFunc(func(*http.Request) (http.Header, error) { return h, nil })
-}
-
 // HeaderFunc returns the layer "header", which calls fn for every request
 // that passes through it and sets the headers fn returns. Inside a retry
 // layer that is once per attempt, so a token or a timestamp can change

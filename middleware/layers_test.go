@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestStockLayersObeyContract(t *testing.T) {
 	layers := []middleware.Layer{
 		middleware.ErrorForStatus(0),
-		middleware.Header(http.Header{"X-A": {"1"}}),
+		staticHeader(http.Header{"X-A": {"1"}}),
 		middleware.HeaderFunc(func(*http.Request) (http.Header, error) { return nil, errors.New("no token") }),
 	}
 	for _, l := range layers {
@@ -117,7 +117,7 @@ func TestHeader(t *testing.T) {
 	})
 	attempt.Name = "attempt"
 	static := http.Header{"X-Static": {"s"}}
-	c := newClient(t, srv, middleware.Header(static), attempt)
+	c := newClient(t, srv, staticHeader(static), attempt)
 	static.Set("X-Static", "changed after construction")
 
 	for range 2 {
@@ -152,7 +152,7 @@ func TestHeaderReplacesNonCanonicalKeys(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = r.Header.Values("X-Token")
 	}))
-	c := newClient(t, srv, middleware.Header(http.Header{"x-token": {"layer"}}))
+	c := newClient(t, srv, staticHeader(http.Header{"x-token": {"layer"}}))
 	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
 	req.Header.Set("X-Token", "caller")
 	resp, err := c.Do(req)
@@ -171,4 +171,10 @@ func TestHeaderFuncNil(t *testing.T) {
 	if !errors.As(err, &ie) || ie.Reason != "nil header function" {
 		t.Errorf("NewStack(HeaderFunc(nil)) = %v, want an *LayerError", err)
 	}
+}
+
+// staticHeader is the header layer setting h on every request.
+func staticHeader(h http.Header) middleware.Layer {
+	h = h.Clone()
+	return middleware.HeaderFunc(func(*http.Request) (http.Header, error) { return h, nil })
 }

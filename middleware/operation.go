@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/retrystack/retrystack/internal/operation"
+	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/policy"
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -99,6 +100,20 @@ type Event struct {
 	Name  string
 	Attrs []attribute.KeyValue
 }
+
+// The events the library's layers emit, by name (their attributes are in
+// docs/architecture.md): the retry layer's response discarded for a
+// retry, retry planned (its wait and cause), pitfall, and refusal by a
+// layer below (its stop reason); a hedge sent; a circuit breaker's state
+// change.
+const (
+	EventDiscarded     = protocol.EventDiscarded
+	EventRetry         = protocol.EventRetry
+	EventPitfall       = protocol.EventPitfall
+	EventRefusal       = protocol.EventRefusal
+	EventHedge         = protocol.EventHedge
+	EventBreakerChange = protocol.EventBreaker
+)
 
 // An Observer is told the events of the operations it observes, on the
 // goroutine of the layer that emits each (a hedge's sends run on their

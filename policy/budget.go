@@ -51,7 +51,7 @@ const budgetSlots = 10
 
 // NewTPSBudget returns a budget with deposits counted for ttl (1 to 60
 // seconds), a reserve of minPerSec retries per second of ttl, and room for
-// ratio retries per deposit (0, or MinBudgetRatio to 1000; 0.2 means 20 %
+// ratio retries per deposit (0, or minBudgetRatio to 1000; 0.2 means 20 %
 // extra load, 0 means only the reserve). Out-of-range values are a
 // *ConfigError.
 //
@@ -66,7 +66,7 @@ func NewTPSBudget(ttl time.Duration, minPerSec int, ratio float64) (*TPSBudget, 
 		return nil, &ConfigError{Field: "Budget.MinPerSecond", Value: minPerSec, Reason: "must be between 0 and 2147483646"}
 	case !(ratio >= 0 && ratio <= 1000): // also rejects NaN
 		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be between 0 and 1000"}
-	case ratio > 0 && ratio < MinBudgetRatio:
+	case ratio > 0 && ratio < minBudgetRatio:
 		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be 0 or at least 1e-6"}
 	}
 	b := &TPSBudget{window: ttl / budgetSlots, start: time.Now(), since: time.Since}
@@ -82,16 +82,6 @@ func NewTPSBudget(ttl time.Duration, minPerSec int, ratio float64) (*TPSBudget, 
 	}
 	b.reserve = int64(minPerSec) * int64(ttl/time.Second) * b.withdraw
 	return b, nil
-}
-
-// MustTPSBudget is NewTPSBudget for values known to be valid; it panics on
-// a *ConfigError.
-func MustTPSBudget(ttl time.Duration, minPerSec int, ratio float64) *TPSBudget {
-	b, err := NewTPSBudget(ttl, minPerSec, ratio)
-	if err != nil {
-		panic(err)
-	}
-	return b
 }
 
 // Deposit records a request that needed no retry.

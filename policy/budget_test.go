@@ -38,7 +38,7 @@ func TestBudgetArithmetic(t *testing.T) {
 		{"no reserve", 10 * time.Second, 0, 0.1, 1, 10, 0},
 	}
 	for _, tt := range tests {
-		b := MustTPSBudget(tt.ttl, tt.minPerSec, tt.ratio)
+		b := mustTPSBudget(tt.ttl, tt.minPerSec, tt.ratio)
 		manual(b)
 		if b.deposit != tt.deposit || b.withdraw != tt.withdraw {
 			t.Errorf("%s: deposit %d, withdraw %d; want %d, %d", tt.name, b.deposit, b.withdraw, tt.deposit, tt.withdraw)
@@ -55,7 +55,7 @@ func TestBudgetArithmetic(t *testing.T) {
 // Seed 000's experiment at the unit level: 100 retries from the reserve,
 // then 20 successes buy 4 more.
 func TestBudgetSeedExperiment(t *testing.T) {
-	b := MustTPSBudget(10*time.Second, 10, 0.2)
+	b := mustTPSBudget(10*time.Second, 10, 0.2)
 	now := manual(b)
 	if got := withdrawals(b); got != 100 {
 		t.Fatalf("reserve: %d retries, want 100", got)
@@ -68,7 +68,7 @@ func TestBudgetSeedExperiment(t *testing.T) {
 		t.Errorf("after 20 successes: %d retries, want 4", got)
 	}
 	// ratio 2: every deposit allows two retries.
-	b = MustTPSBudget(10*time.Second, 0, 2)
+	b = mustTPSBudget(10*time.Second, 0, 2)
 	manual(b)
 	b.Deposit()
 	if got := withdrawals(b); got != 2 {
@@ -78,7 +78,7 @@ func TestBudgetSeedExperiment(t *testing.T) {
 
 // Deposits and withdrawals expire after ttl, in windows of ttl/10.
 func TestBudgetExpiry(t *testing.T) {
-	b := MustTPSBudget(time.Second, 0, 1)
+	b := mustTPSBudget(time.Second, 0, 1)
 	now := manual(b)
 	b.Deposit()
 	*now += 3 * time.Second
@@ -87,7 +87,7 @@ func TestBudgetExpiry(t *testing.T) {
 	}
 
 	// tower's tps_slots: a deposit 901 ms old is still valid.
-	b = MustTPSBudget(time.Second, 0, 0.5)
+	b = mustTPSBudget(time.Second, 0, 0.5)
 	now = manual(b)
 	b.Deposit()
 	b.Deposit()
@@ -106,7 +106,7 @@ func TestBudgetExpiry(t *testing.T) {
 	}
 
 	// Spent reserve comes back once the withdrawals expire.
-	b = MustTPSBudget(time.Second, 3, 1)
+	b = mustTPSBudget(time.Second, 3, 1)
 	now = manual(b)
 	if got := withdrawals(b); got != 3 {
 		t.Fatalf("%d retries, want 3", got)
@@ -159,7 +159,7 @@ func TestNewBudgetRejects(t *testing.T) {
 }
 
 func BenchmarkBudgetParallel(b *testing.B) {
-	budget := MustTPSBudget(10*time.Second, 10, 0.2)
+	budget := mustTPSBudget(10*time.Second, 10, 0.2)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		n := 0
@@ -183,7 +183,7 @@ func TestTinyRatioIsRefused(t *testing.T) {
 			t.Errorf("ratio %g: %v, want a *ConfigError", r, err)
 		}
 	}
-	b, err := NewTPSBudget(10*time.Second, 0, MinBudgetRatio)
+	b, err := NewTPSBudget(10*time.Second, 0, minBudgetRatio)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestZeroBudget(t *testing.T) {
 // Under steady traffic, with the clock moving a little at a time, a deposit
 // counts for the whole ttl, not half of it.
 func TestBudgetDepositsLastTheTTL(t *testing.T) {
-	b := MustTPSBudget(time.Second, 0, 1)
+	b := mustTPSBudget(time.Second, 0, 1)
 	now := manual(b)
 	for range 100 {
 		b.Deposit()

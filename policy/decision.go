@@ -89,7 +89,3 @@ func Retry(cause string) Decision { return Decision{Retry: true, Cause: cause} }
 
 // Stop returns a Decision to stop for reason.
 func Stop(reason StopReason) Decision { return Decision{Stop: reason} }
-
-// A Classifier decides whether an attempt is retried. It must be safe for
-// concurrent use and must not read the response body.
-type Classifier func(Attempt) Decision

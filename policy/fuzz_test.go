@@ -28,7 +28,7 @@ func FuzzClassify(f *testing.F) {
 		errors.New("plain"), &net.DNSError{IsNotFound: true}, errors.Join(io.ErrUnexpectedEOF, errors.New("x")),
 	}
 	presets := []policy.Policy{policy.Default(), presets.Python(), presets.Node(), presets.Codex(), presets.CodexStream(),
-		presets.ReqwestDefault(), policy.ForHost("a.test"), policy.Never()}
+		presets.ReqwestDefault(), presets.ReqwestForHost("a.test"), policy.Never()}
 	f.Fuzz(func(t *testing.T, status int, method, header string, errIndex int, processed uint8) {
 		req, err := http.NewRequest("GET", "http://a.test/", nil)
 		if err != nil {

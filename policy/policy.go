@@ -14,7 +14,7 @@ type Policy struct {
 	// Name labels the policy in reports and the lab, e.g. "default".
 	Name string
 	// MaxAttempts counts every attempt, the first included: 1 never
-	// retries. It must be between 1 and MaxAttemptsLimit.
+	// retries. It must be between 1 and maxAttemptsLimit.
 	MaxAttempts int
 	// AttemptTimeout bounds each attempt, from sending to the end of its
 	// body; an attempt gets min(AttemptTimeout, time left). 0: no limit.
@@ -24,8 +24,10 @@ type Policy struct {
 	// and the read of the final body. The caller's context deadline
 	// applies too; the earlier one wins. 0: only the caller's context.
 	Timeout time.Duration
-	// Classify decides what is retried. Required.
-	Classify Classifier
+	// Classify decides whether an attempt is retried (Rules.Classify
+	// builds the usual one). Required. It must be safe for concurrent use
+	// and must not read the response body.
+	Classify func(Attempt) Decision
 	// Backoff shapes the waits between attempts.
 	Backoff Backoff
 	// RetryAfter says how server hints are used.
@@ -50,16 +52,16 @@ type Policy struct {
 
 // The bounds of a policy's values.
 const (
-	// MaxAttemptsLimit is the largest MaxAttempts a policy accepts.
-	MaxAttemptsLimit = 10_000
-	// MaxRetryAfter is the longest hint a RetryAfter parses: larger values
+	// maxAttemptsLimit is the largest MaxAttempts a policy accepts.
+	maxAttemptsLimit = 10_000
+	// maxRetryAfter is the longest hint a RetryAfter parses: larger values
 	// (up to any number of digits) are capped here instead of overflowing.
-	MaxRetryAfter = 100 * 365 * 24 * time.Hour
-	// MinBudgetRatio is the smallest ratio above 0 that NewTPSBudget
+	maxRetryAfter = 100 * 365 * 24 * time.Hour
+	// minBudgetRatio is the smallest ratio above 0 that NewTPSBudget
 	// accepts: one retry per million successes. Below it the amount
 	// withdrawn per retry would overflow, and a tiny ratio must never mean
 	// "unlimited".
-	MinBudgetRatio = 1e-6
+	minBudgetRatio = 1e-6
 )
 
 // RetryAfter configures the use of Retry-After hints. A hint is never
@@ -134,7 +136,9 @@ const (
 	datesNone
 )
 
-// ConfigError reports an invalid policy field.
+// ConfigError reports an invalid configuration field: a policy's, a
+// layer's, or a setting an entry point of package retrystack cannot honour
+// (a Config field, or a field of the *http.Client it returned).
 type ConfigError struct {
 	Field  string
 	Value  any
@@ -142,6 +146,9 @@ type ConfigError struct {
 }
 
 func (e *ConfigError) Error() string {
+	if e.Value == nil {
+		return "retrystack: " + e.Field + ": " + e.Reason // a setting, not a value
+	}
 	return fmt.Sprintf("policy: %s = %v: %s", e.Field, e.Value, e.Reason)
 }
 
@@ -151,8 +158,8 @@ func (p *Policy) Validate() error {
 		return &ConfigError{Field: field, Value: value, Reason: reason}
 	}
 	switch {
-	case p.MaxAttempts < 1 || p.MaxAttempts > MaxAttemptsLimit:
-		return bad("MaxAttempts", p.MaxAttempts, fmt.Sprintf("must be between 1 and %d", MaxAttemptsLimit))
+	case p.MaxAttempts < 1 || p.MaxAttempts > maxAttemptsLimit:
+		return bad("MaxAttempts", p.MaxAttempts, fmt.Sprintf("must be between 1 and %d", maxAttemptsLimit))
 	case p.AttemptTimeout < 0:
 		return bad("AttemptTimeout", p.AttemptTimeout, "must not be negative")
 	case p.Timeout < 0:

@@ -22,22 +22,8 @@ func Default() Policy {
 		}.Classify,
 		Backoff:    Backoff{Base: 100 * time.Millisecond, Cap: 8 * time.Second},
 		RetryAfter: RetryAfter{Max: time.Minute},
-		Budget:     MustTPSBudget(10*time.Second, 10, 0.2),
+		Budget:     mustTPSBudget(10*time.Second, 10, 0.2),
 	}
-}
-
-// ForHost returns a policy scoped to one host, as reqwest's
-// retry::for_host(host) builds one: it retries nothing until a classifier
-// is set (assign Classify; every request counts as safe to resend), allows
-// 3 attempts sent at once, shares a 20 % budget (ttl 10 s, 10 retries a
-// second in reserve), ignores Retry-After, and checks the host only from
-// the second retry on, so a request to another host is sent twice.
-func ForHost(host string) Policy {
-	p := Never()
-	p.Name = "for-host"
-	p.Budget = MustTPSBudget(10*time.Second, 10, 0.2)
-	p.Scope = Scope{Hosts: []string{host}, FromSecondRetry: true}
-	return p
 }
 
 // Never returns a policy that retries nothing. Assign Classify to retry
@@ -51,4 +37,13 @@ func Never() Policy {
 		RetryAfter:  RetryAfter{Ignore: true},
 		// The zero Backoff resends at once.
 	}
+}
+
+// mustTPSBudget is NewTPSBudget for values known to be valid.
+func mustTPSBudget(ttl time.Duration, minPerSec int, ratio float64) *TPSBudget {
+	b, err := NewTPSBudget(ttl, minPerSec, ratio)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -18,7 +18,7 @@ import (
 //     (GitHub's form).
 //
 // Values that do not parse, negative values and remaining counts above 0
-// give nothing; a wait is capped at MaxRetryAfter, and a reset in the past
+// give nothing; a wait is capped at maxRetryAfter, and a reset in the past
 // is 0.
 func rateLimitWait(h http.Header, now time.Time) (time.Duration, bool) {
 	if h == nil {
@@ -60,13 +60,13 @@ func resetIn(v string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	if n > 1e9 {
-		return min(max(time.Unix(n, 0).Sub(now), 0), MaxRetryAfter), true
+		return min(max(time.Unix(n, 0).Sub(now), 0), maxRetryAfter), true
 	}
 	return seconds(n), true
 }
 
 func seconds(n int64) time.Duration {
-	return time.Duration(min(n, int64(MaxRetryAfter/time.Second))) * time.Second
+	return time.Duration(min(n, int64(maxRetryAfter/time.Second))) * time.Second
 }
 
 // spentRateLimitItem finds, in a RateLimit field value (a list of items

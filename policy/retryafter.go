@@ -29,13 +29,13 @@ func parseRetryAfter(value string, now time.Time, fractions bool, dates dateForm
 	if err != nil {
 		return 0, false
 	}
-	return min(max(t.Sub(now), 0), MaxRetryAfter), true
+	return min(max(t.Sub(now), 0), maxRetryAfter), true
 }
 
 // parseSeconds parses 1*DIGIT, or 1*DIGIT "." 1*DIGIT with fractions, capped
-// at MaxRetryAfter. It does not allocate.
+// at maxRetryAfter. It does not allocate.
 func parseSeconds(v string, fractions bool) (time.Duration, bool) {
-	const maxSeconds = int64(MaxRetryAfter / time.Second)
+	const maxSeconds = int64(maxRetryAfter / time.Second)
 	var secs int64
 	i := 0
 	for ; i < len(v) && v[i] >= '0' && v[i] <= '9'; i++ {
@@ -62,5 +62,5 @@ func parseSeconds(v string, fractions bool) (time.Duration, bool) {
 		scale /= 10 // digits past nanoseconds add nothing
 		frac += time.Duration(c-'0') * scale
 	}
-	return min(d+frac, MaxRetryAfter), true
+	return min(d+frac, maxRetryAfter), true
 }

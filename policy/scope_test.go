@@ -69,8 +69,8 @@ func TestReqwestPresets(t *testing.T) {
 		{presets.ReqwestDefault(), policy.Attempt{Request: request("POST"), Err: refused, Processed: policy.NotSent}, policy.Retry("protocol")},
 		{presets.ReqwestDefault(), policy.Attempt{Request: request("GET"), Response: status(503)}, policy.Stop(policy.StopNonRetryable)},
 		{presets.ReqwestDefault(), policy.Attempt{Request: request("GET"), Err: &net.OpError{Op: "read", Err: syscall.ECONNRESET}}, policy.Stop(policy.StopNonRetryable)},
-		{policy.ForHost("h"), policy.Attempt{Request: request("GET"), Response: status(503)}, policy.Stop(policy.StopNonRetryable)},
-		{policy.ForHost("h"), policy.Attempt{Request: request("GET"), Err: refused}, policy.Stop(policy.StopNonRetryable)},
+		{presets.ReqwestForHost("h"), policy.Attempt{Request: request("GET"), Response: status(503)}, policy.Stop(policy.StopNonRetryable)},
+		{presets.ReqwestForHost("h"), policy.Attempt{Request: request("GET"), Err: refused}, policy.Stop(policy.StopNonRetryable)},
 		{policy.Never(), policy.Attempt{Request: request("GET"), Err: refused}, policy.Stop(policy.StopNonRetryable)},
 	}
 	for _, tt := range tests {
@@ -81,7 +81,7 @@ func TestReqwestPresets(t *testing.T) {
 			t.Errorf("%s: %v", tt.p.Name, err)
 		}
 	}
-	fh := policy.ForHost("localhost")
+	fh := presets.ReqwestForHost("localhost")
 	if fh.Budget.(*policy.TPSBudget).Retries() != 100 || !fh.Scope.FromSecondRetry || fh.MaxAttempts != 3 || fh.Backoff.Base != 0 {
 		t.Errorf("for_host: budget %v, scope %+v, attempts %d, backoff %+v", fh.Budget, fh.Scope, fh.MaxAttempts, fh.Backoff)
 	}

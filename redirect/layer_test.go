@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/rttest"
 	"github.com/retrystack/retrystack/middleware"

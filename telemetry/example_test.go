@@ -8,7 +8,7 @@ import (
 	"slices"
 
 	"github.com/retrystack/retrystack"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/telemetry"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"

@@ -17,10 +17,10 @@ var signatureParams = map[string]bool{
 	"AWSAccessKeyId": true, "Signature": true,
 }
 
-// RedactURL returns u as url.full should record it: userinfo becomes
+// redactURL returns u as url.full should record it: userinfo becomes
 // REDACTED:REDACTED and the values of signature query parameters become
 // REDACTED; everything else is kept as it was.
-func RedactURL(u *url.URL) string {
+func redactURL(u *url.URL) string {
 	if u.User == nil && !hasSignature(u.RawQuery) {
 		return u.String()
 	}

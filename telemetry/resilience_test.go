@@ -88,7 +88,7 @@ func TestBreakerAndHedgeOnTelemetry(t *testing.T) {
 			}
 		}
 		for _, e := range s.Events() {
-			if e.Name == breaker.EventStateChange {
+			if e.Name == middleware.EventBreakerChange {
 				opened++
 			}
 		}

@@ -29,10 +29,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// ScopeName is the instrumentation scope of every span and instrument.
-const ScopeName = "github.com/retrystack/retrystack/telemetry"
+// scopeName is the instrumentation scope of every span and instrument.
+const scopeName = "github.com/retrystack/retrystack/telemetry"
 
-// Attribute keys of retrystack's own span attributes, events and metrics.
+// Attribute keys of retrystack's own span attributes, events and
+// metrics, and the attempt span's event.
 const (
 	AttrAttempts   = attribute.Key("retrystack.attempts")    // sends of an operation
 	AttrStopReason = attribute.Key(protocol.AttrStopReason)  // policy.StopReason
@@ -53,12 +54,10 @@ const (
 	// The circuit and the state it entered, on the breaker metric.
 	AttrBreakerKey   = attribute.Key("retrystack.breaker.key")
 	AttrBreakerState = attribute.Key("retrystack.breaker.state")
-)
 
-// Event names.
-const (
-	EventBackoff     = protocol.EventRetry
-	EventPitfall     = protocol.EventPitfall
+	// EventTransparent is the event of an attempt span for each send the
+	// transport made on its own (the layers' events are
+	// middleware.EventRetry and the others).
 	EventTransparent = "retrystack.transparent_attempt"
 )
 
@@ -103,8 +102,8 @@ func New(cfg Config) (*Telemetry, error) {
 		}
 	}
 	v := version()
-	m := mp.Meter(ScopeName, metric.WithInstrumentationVersion(v))
-	t := &Telemetry{tracer: tp.Tracer(ScopeName, trace.WithInstrumentationVersion(v)), prop: prop}
+	m := mp.Meter(scopeName, metric.WithInstrumentationVersion(v))
+	t := &Telemetry{tracer: tp.Tracer(scopeName, trace.WithInstrumentationVersion(v)), prop: prop}
 	var errs [7]error
 	t.reqDuration, errs[0] = httpconv.NewClientRequestDuration(m)
 	t.opDuration, errs[1] = m.Float64Histogram("retrystack.client.operation.duration", metric.WithUnit("s"),
@@ -245,26 +244,26 @@ func (t *Telemetry) Hooks() engine.Hooks {
 	return engine.Hooks{OnRetry: t.onRetry, OnPitfall: t.onPitfall}
 }
 
-func (t *Telemetry) onRetry(ev engine.RetryEvent) {
+func (t *Telemetry) onRetry(ev engine.Event) {
 	source := "policy"
 	if ev.FromHint {
 		source = "retry-after"
 	}
 	if span := trace.SpanFromContext(ev.Context); span.IsRecording() {
-		span.AddEvent(EventBackoff, trace.WithAttributes(
+		span.AddEvent(protocol.EventRetry, trace.WithAttributes(
 			AttrDelay.Float64(ev.Wait.Seconds()), AttrDelaySrc.String(source), AttrLayer.String(ev.Report.Layer), AttrReason.String(ev.Cause)))
 	}
 	t.retries.Add(ev.Context, 1, metric.WithAttributes(AttrReason.String(ev.Cause), AttrLayer.String(ev.Report.Layer)))
 	t.delay.Record(ev.Context, ev.Wait.Seconds(), metric.WithAttributes(AttrDelaySrc.String(source)))
 }
 
-func (t *Telemetry) onPitfall(ev engine.PitfallEvent) {
+func (t *Telemetry) onPitfall(ev engine.Event) {
 	if span := trace.SpanFromContext(ev.Context); span.IsRecording() {
 		attrs := []attribute.KeyValue{AttrPitfall.String(string(ev.Pitfall))}
 		if len(ev.Cookies) > 0 {
 			attrs = append(attrs, AttrCookies.StringSlice(ev.Cookies))
 		}
-		span.AddEvent(EventPitfall, trace.WithAttributes(attrs...))
+		span.AddEvent(protocol.EventPitfall, trace.WithAttributes(attrs...))
 	}
 	t.pitfalls.Add(ev.Context, 1, metric.WithAttributes(AttrPitfall.String(string(ev.Pitfall))))
 }
@@ -299,7 +298,7 @@ func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if s.timed = o.t.opDuration.Enabled(req.Context()) || o.t.resends.Enabled(req.Context()); s.timed {
 		s.start = time.Now()
 	}
-	s.full = RedactURL(req.URL)
+	s.full = redactURL(req.URL)
 	parent := req.Context()
 	if s.op = operation.From(parent); s.op != nil {
 		s.op.AddObserver(s) // as middleware.Operation.Observe does, without a second lookup
@@ -622,7 +621,7 @@ func urlFull(req *http.Request, op *operation.Operation) string {
 			}
 		}
 	}
-	return RedactURL(req.URL)
+	return redactURL(req.URL)
 }
 
 // splitAddr gives network.peer.address and network.peer.port.

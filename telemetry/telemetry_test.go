@@ -14,7 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/cookiejar"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
+	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/telemetry"
@@ -131,7 +132,7 @@ func TestSpanTree(t *testing.T) {
 	got := f.tree(t, resend, status, errType, telemetry.AttrAttempts, telemetry.AttrStopReason)
 	want := []span{
 		{Name: "retrystack GET", Kind: trace.SpanKindInternal, Attrs: map[string]string{"http.response.status_code": "200", "retrystack.attempts": "3", "retrystack.stop_reason": "success"},
-			Events: []string{"retrystack.response.discarded", telemetry.EventBackoff}}, // the 503 thrown away, then the wait
+			Events: []string{"retrystack.response.discarded", middleware.EventRetry}}, // the 503 thrown away, then the wait
 		{Name: "GET", Kind: trace.SpanKindClient, Parent: "retrystack GET", Status: codes.Error, Attrs: map[string]string{"http.response.status_code": "503", "error.type": "503"}},
 		{Name: "GET", Kind: trace.SpanKindClient, Parent: "retrystack GET", Attrs: map[string]string{"http.response.status_code": "302", "http.request.resend_count": "1"}},
 		{Name: "GET", Kind: trace.SpanKindClient, Parent: "retrystack GET", Attrs: map[string]string{"http.response.status_code": "200", "http.request.resend_count": "2"}},
@@ -224,7 +225,7 @@ func TestCancellationLeavesStatusUnset(t *testing.T) {
 }
 
 func TestPitfallEvents(t *testing.T) {
-	p := policy.ForHost("127.0.0.1")
+	p := presets.ReqwestForHost("127.0.0.1")
 	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: policy.AnyRequest}.Classify
 	f := setup(t, p)
 	req, _ := http.NewRequest("POST", f.srv.URL()+"/login", strings.NewReader("u=a"))
@@ -236,7 +237,7 @@ func TestPitfallEvents(t *testing.T) {
 	var events []string
 	for _, s := range f.spans.Ended() {
 		for _, e := range s.Events() {
-			if e.Name != telemetry.EventPitfall {
+			if e.Name != middleware.EventPitfall {
 				continue
 			}
 			for _, kv := range e.Attributes {

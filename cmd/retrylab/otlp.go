@@ -5,7 +5,7 @@ package main
 import (
 	"context"
 
-	"github.com/retrystack/retrystack/telemetry/otlp"
+	"github.com/retrystack/retrystack/internal/otlp"
 	"go.opentelemetry.io/otel/trace"
 )
 

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -189,14 +189,14 @@ func node(fs ...func(*policy.Policy)) func(*policy.Policy) {
 // cancelOnRetry cancels the trial when the first retry is decided, before
 // its wait starts; cancelDuringWait cancels once the wait is under way.
 func cancelOnRetry(t *trial) engine.Hooks {
-	return engine.Hooks{OnRetry: func(engine.RetryEvent) { t.cancel() }}
+	return engine.Hooks{OnRetry: func(engine.Event) { t.cancel() }}
 }
 
 // cancelDuringWait cancels from another goroutine as the wait begins: it
 // runs within microseconds, the wait lasts 25 ms. (The engine's unit tests
 // cancel inside the wait on a virtual clock, with no timing at all.)
 func cancelDuringWait(t *trial) engine.Hooks {
-	return engine.Hooks{OnRetry: func(engine.RetryEvent) { go t.cancel() }}
+	return engine.Hooks{OnRetry: func(engine.Event) { go t.cancel() }}
 }
 
 // seed004 reproduces seed 004's careful GET-only Node client.

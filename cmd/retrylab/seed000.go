@@ -3,7 +3,8 @@ package main
 import (
 	"time"
 
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
+	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -24,7 +25,7 @@ func maxRetries(n int) func(*policy.Policy) {
 }
 
 func budget(ratio float64) func(*policy.Policy) {
-	return func(p *policy.Policy) { p.Budget = policy.MustTPSBudget(10*time.Second, 10, ratio) }
+	return func(p *policy.Policy) { p.Budget = presets.Budget(10*time.Second, 10, ratio) }
 }
 
 var noBudget = func(p *policy.Policy) { p.Budget = nil }

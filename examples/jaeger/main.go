@@ -27,10 +27,10 @@ import (
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
+	"github.com/retrystack/retrystack/internal/otlp"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/telemetry"
-	"github.com/retrystack/retrystack/telemetry/otlp"
 )
 
 func main() {

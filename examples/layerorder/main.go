@@ -14,7 +14,8 @@ import (
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/cookiejar"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
+	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 )
@@ -34,7 +35,7 @@ func run(w io.Writer) error {
 	defer srv.Close()
 
 	// Seed 003's naive classifier: every 503 is retried, POST included.
-	p := policy.ForHost("127.0.0.1")
+	p := presets.ReqwestForHost("127.0.0.1")
 	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: policy.AnyRequest}.Classify
 
 	for _, order := range []func(middleware.Stack) (middleware.Stack, error){

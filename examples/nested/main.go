@@ -18,7 +18,7 @@ import (
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/policy"
 )
 

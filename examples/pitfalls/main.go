@@ -15,7 +15,8 @@ import (
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/cookiejar"
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
+	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -28,14 +29,14 @@ func main() {
 
 // naive is seed 003's classifier: every 503 is retried, whatever the method.
 func naive() *policy.Policy {
-	p := policy.ForHost("127.0.0.1")
+	p := presets.ReqwestForHost("127.0.0.1")
 	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: policy.AnyRequest}.Classify
 	return &p
 }
 
 // client builds a default-stack client that prints every pitfall it sees.
 func client(w io.Writer, cfg retrystack.Config) (*http.Client, error) {
-	cfg.Hooks.OnPitfall = func(ev engine.PitfallEvent) {
+	cfg.Hooks.OnPitfall = func(ev engine.Event) {
 		fmt.Fprintf(w, "    hook: pitfall %s", ev.Pitfall)
 		if len(ev.Cookies) > 0 {
 			fmt.Fprintf(w, " (cookies %s)", strings.Join(ev.Cookies, ", "))

@@ -79,7 +79,7 @@ func TestALayerOfTheUsersJoinsTheOperation(t *testing.T) {
 	var gaveUp *engine.Report
 	var refusedAttempt error
 	client := limited(t, retrystack.Config{Policy: &p, Telemetry: tel, Hooks: engine.Hooks{
-		OnAttempt: func(ev engine.AttemptEvent) {
+		OnAttempt: func(ev engine.Event) {
 			if ev.Attempt.Err != nil {
 				refusedAttempt = ev.Attempt.Err
 			}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/faultserver"
+	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -61,7 +61,7 @@ func run(w io.Writer) error {
 	// client follows redirects, each hop retried by the transport.
 	rt, err := retrystack.NewTransport(retrystack.Config{
 		Policy: &p,
-		Hooks: engine.Hooks{OnAttempt: func(ev engine.AttemptEvent) {
+		Hooks: engine.Hooks{OnAttempt: func(ev engine.Event) {
 			what := string(ev.Attempt.Decision.Stop)
 			if ev.Attempt.Decision.Retry {
 				what = "retry: " + ev.Attempt.Decision.Cause

@@ -76,10 +76,17 @@ func ReqwestDefault() policy.Policy {
 	return p
 }
 
-// ReqwestForHost is reqwest 0.13.5's retry::for_host(host): policy.ForHost.
+// ReqwestForHost is reqwest 0.13.5's retry::for_host(host): it retries
+// nothing until a classifier is set (assign Classify; every request counts
+// as safe to resend), allows 3 attempts sent at once, shares a 20 % budget
+// (ttl 10 s, 10 retries a second in reserve), ignores Retry-After, and
+// checks the host only from the second retry on, so a request to another
+// host is sent twice.
 func ReqwestForHost(host string) policy.Policy {
-	p := policy.ForHost(host)
+	p := policy.Never()
 	p.Name = "reqwest-for-host"
+	p.Budget = Budget(10*time.Second, 10, 0.2)
+	p.Scope = policy.Scope{Hosts: []string{host}, FromSecondRetry: true}
 	return p
 }
 
@@ -131,4 +138,14 @@ func CodexStream() policy.Policy {
 		},
 		Backoff: policy.Backoff{Base: 200 * time.Millisecond, Jitter: policy.JitterTenPercent},
 	}
+}
+
+// Budget is policy.NewTPSBudget for values known to be valid (the lab's,
+// the tests'); it panics on a *policy.ConfigError.
+func Budget(ttl time.Duration, minPerSec int, ratio float64) *policy.TPSBudget {
+	b, err := policy.NewTPSBudget(ttl, minPerSec, ratio)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/retrystack/retrystack/telemetry/otlp"
+	"github.com/retrystack/retrystack/internal/otlp"
 )
 
 // Spans reach an OTLP/HTTP endpoint when the provider is shut down.
