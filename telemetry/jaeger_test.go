@@ -61,16 +61,18 @@ func TestJaegerTraces(t *testing.T) {
 	if query == "" {
 		t.Fatal("JAEGER_QUERY is not set: run scripts/jaeger-e2e.sh")
 	}
+	// Each retry throws a response away first (retrystack.response.discarded).
+	const d = "retrystack.response.discarded"
 	want := map[string]summary{
 		"retrylab seed004/503-503-200": {Operations: []string{"retrystack GET"}, Attempts: 3, Resends: []string{"-", "1", "2"},
-			Events: []string{"retrystack.retry.backoff", "retrystack.retry.backoff"}},
+			Events: []string{d, "retrystack.retry.backoff", d, "retrystack.retry.backoff"}},
 		"retrylab seed003/naive-post-orders": {Operations: []string{"retrystack POST"}, Attempts: 3, Resends: []string{"-", "1", "2"},
-			Events: []string{"retrystack.pitfall non-idempotent-retried", "retrystack.retry.backoff",
-				"retrystack.pitfall non-idempotent-retried", "retrystack.retry.backoff", "retrystack.pitfall exhausted-retryable-status"}},
+			Events: []string{"retrystack.pitfall non-idempotent-retried", d, "retrystack.retry.backoff",
+				"retrystack.pitfall non-idempotent-retried", d, "retrystack.retry.backoff", "retrystack.pitfall exhausted-retryable-status"}},
 		"retrylab seed003/naive-login-then-me": {Operations: []string{"retrystack GET", "retrystack POST"}, Attempts: 3, Resends: []string{"-", "-", "1"},
-			Events: []string{"retrystack.pitfall non-idempotent-retried", "retrystack.pitfall cookie-lost", "retrystack.retry.backoff"}},
+			Events: []string{"retrystack.pitfall non-idempotent-retried", d, "retrystack.pitfall cookie-lost", "retrystack.retry.backoff"}},
 		"retrylab seed000/forhost-localhost-get-127": {Operations: []string{"retrystack GET"}, Attempts: 2, Resends: []string{"-", "1"},
-			Events: []string{"retrystack.pitfall scope-leak", "retrystack.retry.backoff", "retrystack.pitfall exhausted-retryable-status"}},
+			Events: []string{"retrystack.pitfall scope-leak", d, "retrystack.retry.backoff", "retrystack.pitfall exhausted-retryable-status"}},
 	}
 	var got map[string]summary
 	deadline := time.Now().Add(30 * time.Second)
