@@ -27,9 +27,11 @@ import (
 // anything was written counts too, so a count may include a send no
 // server saw.)
 type Trace struct {
-	conns  atomic.Int32
-	hedges atomic.Int32 // hedges a hedging layer below sent, each on a connection of its own
-	wrote  atomic.Bool
+	// state packs what an attempt saw, so that a reset is one store:
+	// the connections handed out (low 32 bits), the hedges (bits 32-47),
+	// whether the headers were written (bit 48) and whether peer is set
+	// (bit 49).
+	state atomic.Uint64
 
 	mu   sync.Mutex
 	peer net.Addr
@@ -38,32 +40,49 @@ type Trace struct {
 	composed bool // WithClientTrace changed client: not pooled again
 }
 
+const (
+	connOne  = 1
+	hedgeOne = 1 << 32
+	wroteBit = 1 << 48
+	peerBit  = 1 << 49
+)
+
 var traces = sync.Pool{New: func() any {
 	t := new(Trace)
 	t.client = httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
-			t.conns.Add(1)
 			if info.Conn != nil {
 				t.mu.Lock()
 				t.peer = info.Conn.RemoteAddr()
 				t.mu.Unlock()
+				t.state.Add(connOne)
+				t.setBit(peerBit)
+				return
 			}
+			t.state.Add(connOne)
 		},
-		WroteHeaders: func() { t.wrote.Store(true) },
+		WroteHeaders: func() { t.setBit(wroteBit) },
 	}
 	return t
 }}
 
-// GetTrace returns a reset trace from the pool.
-func GetTrace() *Trace {
-	t := traces.Get().(*Trace)
-	t.Reset()
-	return t
+func (t *Trace) setBit(b uint64) {
+	for {
+		s := t.state.Load()
+		if s&b != 0 || t.state.CompareAndSwap(s, s|b) {
+			return
+		}
+	}
 }
 
-// PutTrace gives t back once its operation's RoundTrip has returned.
+// GetTrace returns a reset trace from the pool.
+func GetTrace() *Trace { return traces.Get().(*Trace) }
+
+// PutTrace gives t back, reset, once its operation's RoundTrip has
+// returned.
 func PutTrace(t *Trace) {
 	if !t.composed {
+		t.Reset()
 		traces.Put(t)
 	}
 }
@@ -83,32 +102,34 @@ func (t *Trace) With(ctx context.Context) context.Context {
 
 // Reset starts an attempt.
 func (t *Trace) Reset() {
-	t.conns.Store(0)
-	t.hedges.Store(0)
-	t.wrote.Store(false)
-	t.mu.Lock()
-	t.peer = nil
-	t.mu.Unlock()
+	if t.state.Swap(0)&peerBit != 0 {
+		t.mu.Lock()
+		t.peer = nil
+		t.mu.Unlock()
+	}
 }
 
 // Conns counts the connections handed out in the attempt.
-func (t *Trace) Conns() int { return int(t.conns.Load()) }
+func (t *Trace) Conns() int { return int(uint32(t.state.Load())) }
 
 // Wrote reports whether the attempt's request headers were written.
-func (t *Trace) Wrote() bool { return t.wrote.Load() }
+func (t *Trace) Wrote() bool { return t.state.Load()&wroteBit != 0 }
 
 // Peer is the last connection's remote address, or nil.
 func (t *Trace) Peer() net.Addr {
+	if t.state.Load()&peerBit == 0 {
+		return nil
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.peer
 }
 
 // Hedged counts one more hedge of the attempt.
-func (t *Trace) Hedged() { t.hedges.Add(1) }
+func (t *Trace) Hedged() { t.state.Add(hedgeOne) }
 
 // Hedges counts the attempt's hedges.
-func (t *Trace) Hedges() int { return int(t.hedges.Load()) }
+func (t *Trace) Hedges() int { return int(uint16(t.state.Load() >> 32)) }
 
 // Transparent counts the sends beyond the first of the attempt that the
 // transport made on its own: hedges are not.
