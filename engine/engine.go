@@ -54,6 +54,7 @@ type Engine struct {
 	layer           string
 	prepare         func(*http.Request, int) error
 	refreshAuth     func(context.Context, *http.Response) error
+	detach          bool // a hook or RefreshAuth gets a context: each operation makes its detached one
 	signals         crosslayer.Signals
 	// the header names of signals, canonical
 	attemptHeader, timeoutHeader, shouldRetryHeader string
@@ -84,6 +85,7 @@ func New(cfg Config) (*Engine, error) {
 		signals:         cfg.Signals,
 		now:             time.Now,
 		sleep:           sleep,
+		detach:          cfg.Hooks.OnAttempt != nil || cfg.Hooks.OnRetry != nil || cfg.Hooks.OnPitfall != nil || cfg.RefreshAuth != nil,
 	}
 	e.attemptHeader, e.timeoutHeader, e.shouldRetryHeader = cfg.Signals.Names()
 	if err := checkSignals(cfg.Signals, e.attemptHeader, e.timeoutHeader, e.shouldRetryHeader); err != nil {

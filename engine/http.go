@@ -50,8 +50,9 @@ func (t *transport) StartOperation(req *http.Request) (*http.Request, *operation
 	s := new(started)
 	req = s.Init(req, true)
 	s.o.t = t
+	s.o.owner.Layer = &s.o
 	op := s.Operation()
-	op.Reserve(&s.o)
+	op.Reserve(&s.o.owner)
 	return req, op
 }
 
@@ -77,15 +78,16 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		op = s.Operation()
 		defer op.End()
 		o = &s.o
-	} else if x, _ := op.Take().(*httpOp); x != nil && x.t == t {
-		o = x
+	} else if w := op.Take(); w != nil && w.Layer.(*httpOp).t == t {
+		o = w.Layer.(*httpOp)
 	} else {
-		if x != nil {
-			op.Reserve(x) // another retry layer's
+		if w != nil {
+			op.Reserve(w) // another retry layer's
 		}
 		o = new(httpOp)
 	}
 	o.t = t
+	o.owner.Layer = o
 	return o.roundTrip(req, op)
 }
 
@@ -98,12 +100,14 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 	o.e, o.req, o.operation = e, req, op
 	o.rep.Policy, o.rep.Layer = e.p.Name, e.layer
 	o.rep.Attempts = o.rep.attempt[:0]
-	o.outside = operation.Detach(req.Context())
-	o.owner.Budget = e.p.Budget
-	o.owner.Report = &o.rep
-	if !e.signals.Off {
-		o.owner.TimeoutHeader = e.timeoutHeader
+	var hooks context.Context = req.Context() // what hooks get: detached, if any hook needs it
+	if e.detach {
+		d := operation.Detach(req.Context())
+		o.outside = &d
+		hooks = &d
 	}
+	o.owner.Budget = e.p.Budget
+
 	if op.Claim(&o.owner) {
 		// The operation's retry layer: the layers below read its attempt
 		// and budget (middleware.Operation), and its attempts go out under
@@ -128,7 +132,7 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 	if e.p.Timeout > 0 {
 		f.deadline = o.deadline(e.p.Timeout)
 	}
-	resp, err := run[*http.Response](req.Context(), &o.outside, e, o, f, &o.rep)
+	resp, err := run[*http.Response](req.Context(), hooks, e, o, f, &o.rep)
 	// The cheap checks first: most operations push nothing back, and
 	// finding the inbound state walks the context chain.
 	if !e.signals.Off && pushesBack(&o.rep) {
@@ -199,10 +203,10 @@ type httpOp struct {
 	refreshed bool        // RefreshAuth ran for this operation
 	compose   bool        // each attempt composes o's trace with the operation's
 	rep       Report
-	outside   operation.Context // the hooks' and RefreshAuth's: the operation detached
+	outside   *operation.Context // the hooks' and RefreshAuth's: the operation detached; nil when the engine has neither
 	owner     operation.Owner   // what the layers below read, when o owns the operation
 	body      wire.Watched      // the returned response's Body
-	final     finalDeadlines    // what bounds it until it is done
+	final     *finalDeadlines   // what bounds it until it is done; nil when nothing does but the caller
 }
 
 // resend numbers the send about to be made: the sends of the operation so
@@ -283,7 +287,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		// The time left when the request leaves, not when Prepare began
 		// (a token fetch can take a while): as gRPC sets grpc-timeout at
 		// send time, after per-call credentials.
-		protocol.Restamp(r, o.owner.TimeoutHeader)
+		protocol.Restamp(r, o.TimeoutHeader())
 	}
 	resp, err := wire.RoundTrip(o.t.next, r)
 	info := attemptInfo{
@@ -317,7 +321,7 @@ func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error)
 	}
 	if err == nil && resp.StatusCode == http.StatusUnauthorized && o.e.refreshAuth != nil && !o.refreshed && n < o.e.p.MaxAttempts {
 		o.refreshed = true // once per operation: a refresh that does not help is not retried
-		if o.e.refreshAuth(&o.outside, resp) == nil {
+		if o.e.refreshAuth(o.outside, resp) == nil {
 			return policy.Retry(causeAuth)
 		}
 	}
@@ -363,7 +367,9 @@ func (o *httpOp) deadline(d time.Duration) time.Time {
 func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
 	// The caller's context is the request's, and the report o's: only
 	// what differs is kept.
-	o.final = finalDeadlines{op: d.op, attempt: d.attempt, cancelOp: d.cancelOp, cancelAt: d.cancelAt}
+	if d.cancelOp != nil || d.cancelAt != nil {
+		o.final = &finalDeadlines{op: d.op, attempt: d.attempt, cancelOp: d.cancelOp, cancelAt: d.cancelAt}
+	}
 	if !o.body.Watch(resp, o) {
 		d.release()
 	}
@@ -381,8 +387,11 @@ type finalDeadlines struct {
 // deadlines end, and a read that failed names its stop in the report and
 // comes back as an *Error.
 func (o *httpOp) BodyDone(err error) error {
-	f := o.final
-	d := deadlines{caller: o.req.Context(), op: f.op, attempt: f.attempt, cancelOp: f.cancelOp, cancelAt: f.cancelAt, rep: &o.rep}
+	caller := o.req.Context()
+	d := deadlines{caller: caller, op: caller, attempt: caller, rep: &o.rep}
+	if f := o.final; f != nil {
+		d.op, d.attempt, d.cancelOp, d.cancelAt = f.op, f.attempt, f.cancelOp, f.cancelAt
+	}
 	defer d.release()
 	if err == nil {
 		return nil
@@ -395,11 +404,18 @@ func (o *httpOp) BodyDone(err error) error {
 	return &Error{Report: d.rep, Err: err}
 }
 
-func (o *httpOp) observed() bool { return len(o.operation.Observers()) > 0 }
+func (o *httpOp) observed() bool { return o.operation.Observed() }
 
 // emit tells e to the operation's observers.
 func (o *httpOp) emit(e middleware.Event) {
-	for _, x := range o.operation.Observers() {
-		x.(middleware.Observer).Observe(e)
+	o.operation.EachObserver(func(x any) { x.(middleware.Observer).Observe(e) })
+}
+
+// TimeoutHeader is the name of the header with which o tells the server
+// the time left, or "" when it sends none (operation.Owner.TimeoutHeader).
+func (o *httpOp) TimeoutHeader() string {
+	if o.e.signals.Off {
+		return ""
 	}
+	return o.e.timeoutHeader
 }

@@ -89,8 +89,9 @@ func ReportOf(resp *http.Response) *Report {
 	}
 	if op := operation.From(resp.Request.Context()); op != nil {
 		if w := op.Last(); w != nil {
-			rep, _ := w.Report.(*Report)
-			return rep
+			if o, ok := w.Layer.(*httpOp); ok {
+				return &o.rep
+			}
 		}
 	}
 	return nil

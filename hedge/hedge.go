@@ -132,9 +132,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	op, _ := middleware.OperationOf(req.Context())
 	timeoutHeader := "" // the retry layer's above, restamped on each hedge
 	if o := operation.From(req.Context()); o != nil {
-		if w := o.Owner(); w != nil {
-			timeoutHeader = w.TimeoutHeader
-		}
+		timeoutHeader = o.Owner().TimeoutHeader()
 	}
 
 	ctx, cancel := context.WithCancel(req.Context())

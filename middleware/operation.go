@@ -134,7 +134,5 @@ func (op Operation) Emit(e Event) {
 	if op.o == nil {
 		return
 	}
-	for _, x := range op.o.Observers() {
-		x.(Observer).Observe(e)
-	}
+	op.o.EachObserver(func(x any) { x.(Observer).Observe(e) })
 }

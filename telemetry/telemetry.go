@@ -546,7 +546,7 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 		timeoutHeader := protocol.TimeoutHeader
 		if op != nil {
 			if w := op.Owner(); w != nil {
-				timeoutHeader = w.TimeoutHeader // the name the retry layer above sends, "" when it sends none
+				timeoutHeader = w.TimeoutHeader() // the name the retry layer above sends, "" when it sends none
 			}
 		}
 		if v := r.Header[timeoutHeader]; timeoutHeader != "" && len(v) > 0 {
@@ -614,12 +614,16 @@ func (a *attemptLayer) CloseIdleConnections() { wire.CloseIdle(a.next) }
 // has the operation's URL (its first hop, without Prepare). The operation
 // span is found among the operation's observers: no context of its own.
 func urlFull(req *http.Request, op *operation.Operation) string {
+	full := ""
 	if op != nil {
-		for _, x := range op.Observers() {
-			if s, ok := x.(*opSpan); ok && s.url == req.URL {
-				return s.full
+		op.EachObserver(func(x any) {
+			if s, ok := x.(*opSpan); ok && s.url == req.URL && full == "" {
+				full = s.full
 			}
-		}
+		})
+	}
+	if full != "" {
+		return full
 	}
 	return redactURL(req.URL)
 }

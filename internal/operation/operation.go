@@ -27,27 +27,45 @@ type Operation struct {
 	ended   atomic.Bool // the RoundTrip that started it returned: its trace is no longer answered
 	counted bool        // a Counter counts its sends (it entered through a Stack)
 	trace   *wire.Trace
-	traced  context.Context                 // the caller's context with the trace, composed by httptrace.WithClientTrace
+	traced  context.Context // the caller's context with the trace, composed by httptrace.WithClientTrace
 	discard atomic.Pointer[DiscardObserver] // a hedge above runs the layers below on several goroutines
 	owner   atomic.Pointer[Owner]
 	last    atomic.Pointer[Owner]
 
-	mu        sync.Mutex // what follows
-	deadline  time.Time  // the total deadline, fixed by the first retry layer with one
-	key       string     // the Idempotency-Key the first retry layer made, for every hop
-	reserved  any        // state a retry layer allocated with the operation (Reserve)
-	observers []any      // middleware.Observers, append-only
-	obsArr    [1]any     // their first home: no allocation for one (telemetry's)
+	mu       sync.Mutex    // what follows
+	deadline time.Duration // the total deadline, as an offset from epoch; fixed by the first retry layer with one
+	key      string        // the Idempotency-Key the first retry layer made, for every hop
+	reserved *Owner        // a retry layer's state allocated with the operation (Reserve)
+	obs0     any           // the first observer (telemetry's): no allocation for one
+	more     *[]any        // the others, append-only
 }
+
+// epoch is what deadlines are offsets from: a time.Duration is a third of
+// a time.Time, and epoch's monotonic reading carries over to each.
+var epoch = time.Now()
 
 // An Owner is the retry layer that owns the operation: the outermost one
 // of the stack (each redirect hop's in turn). The layers below read what
 // it tells them; it is its own record's only writer.
 type Owner struct {
-	Attempt       atomic.Int32  // the attempt in flight, from 1
-	Budget        policy.Budget // nil: none
-	TimeoutHeader string        // the header telling the server the time left; "" when none is sent
-	Report        any           // the layer's report (*engine.Report)
+	Attempt atomic.Int32  // the attempt in flight, from 1
+	Budget  policy.Budget // nil: none
+	// Layer is the retry layer's state: its report (engine.ReportOf), and
+	// the name of the header telling the server the time left (a
+	// TimeoutHeader method, "" when none is sent).
+	Layer any
+}
+
+// TimeoutHeader is the name of the header with which w's layer tells the
+// server the time left, or "" (w nil, or none sent).
+func (w *Owner) TimeoutHeader() string {
+	if w == nil {
+		return ""
+	}
+	if t, ok := w.Layer.(interface{ TimeoutHeader() string }); ok {
+		return t.TimeoutHeader()
+	}
+	return ""
 }
 
 // Claim makes w the operation's owner unless a retry layer (an outer one)
@@ -80,46 +98,67 @@ func (o *Operation) Trace() *wire.Trace { return o.trace }
 // own.
 func (o *Operation) Counted() bool { return o.counted }
 
-// Reserve keeps x for the layer whose state it is, which takes it once
-// (Take).
-func (o *Operation) Reserve(x any) {
+// Reserve keeps w, the owner record of a retry layer's state allocated
+// with the operation, for that layer, which takes it once (Take).
+func (o *Operation) Reserve(w *Owner) {
 	o.mu.Lock()
-	o.reserved = x
+	o.reserved = w
 	o.mu.Unlock()
 }
 
 // Take returns what was reserved and forgets it, or nil.
-func (o *Operation) Take() any {
+func (o *Operation) Take() *Owner {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	x := o.reserved
+	w := o.reserved
 	o.reserved = nil
-	return x
+	return w
 }
 
 // AddObserver adds x (a middleware.Observer) to the operation.
 func (o *Operation) AddObserver(x any) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.observers == nil {
-		o.observers = o.obsArr[:0]
+	switch {
+	case o.obs0 == nil:
+		o.obs0 = x
+	case o.more == nil:
+		o.more = &[]any{x}
+	default:
+		more := append(*o.more, x) // a new slice header: a reader keeps the one it loaded
+		o.more = &more
 	}
-	o.observers = append(o.observers, x)
 }
 
-// Observers returns the operation's observers so far: observers are only
-// ever appended, so the slice stays valid outside the lock.
-func (o *Operation) Observers() []any {
+// Observed reports whether the operation has an observer.
+func (o *Operation) Observed() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.observers
+	return o.obs0 != nil
+}
+
+// EachObserver calls f for each of the operation's observers so far, in
+// the order they were added, outside the lock.
+func (o *Operation) EachObserver(f func(any)) {
+	o.mu.Lock()
+	first, more := o.obs0, o.more
+	o.mu.Unlock()
+	if first == nil {
+		return
+	}
+	f(first)
+	if more != nil {
+		for _, x := range *more {
+			f(x)
+		}
+	}
 }
 
 // DeadlineSet returns the total deadline a retry layer fixed, if any.
 func (o *Operation) DeadlineSet() (time.Time, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.deadline, !o.deadline.IsZero()
+	return epoch.Add(o.deadline), o.deadline != 0
 }
 
 // Key returns the Idempotency-Key a retry layer made for the operation,
@@ -169,10 +208,10 @@ func (o *Operation) Discard() DiscardObserver {
 func (o *Operation) Deadline(timeout time.Duration) time.Time {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.deadline.IsZero() {
-		o.deadline = time.Now().Add(timeout)
+	if o.deadline == 0 {
+		o.deadline = max(time.Since(epoch)+timeout, 1)
 	}
-	return o.deadline
+	return epoch.Add(o.deadline)
 }
 
 // IdempotencyKey returns the operation's generated Idempotency-Key, making

@@ -60,3 +60,31 @@ func TestDetach(t *testing.T) {
 		t.Fatal("a request under a detached context is not an operation of its own")
 	}
 }
+
+// Observers are told in the order they were added, and one added while
+// events are told (from a hedge's goroutine) neither races nor disturbs
+// a reader.
+func TestObservers(t *testing.T) {
+	req, _ := http.NewRequest("GET", "http://example.test/", nil)
+	_, op := Start(req, true)
+	defer op.End()
+	if op.Observed() {
+		t.Fatal("observed before any observer")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 100 {
+			op.EachObserver(func(any) {})
+		}
+	}()
+	for i := range 5 {
+		op.AddObserver(i)
+	}
+	<-done
+	var got []int
+	op.EachObserver(func(x any) { got = append(got, x.(int)) })
+	if !op.Observed() || len(got) != 5 || got[0] != 0 || got[4] != 4 {
+		t.Fatalf("observers %v, want 0..4 in order", got)
+	}
+}
