@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/retrystack/retrystack/crosslayer"
@@ -59,6 +60,7 @@ type Engine struct {
 	// the header names of signals, canonical
 	attemptHeader, timeoutHeader, shouldRetryHeader string
 	routes                                          []route
+	attemptValues                                   []string // attemptValue's, by attempt
 
 	// now and sleep are replaced by tests; sleep waits for d unless ctx
 	// ends first, and then returns ctx's error.
@@ -88,6 +90,7 @@ func New(cfg Config) (*Engine, error) {
 		detach:          cfg.Hooks.OnAttempt != nil || cfg.Hooks.OnRetry != nil || cfg.Hooks.OnPitfall != nil || cfg.RefreshAuth != nil,
 	}
 	e.attemptHeader, e.timeoutHeader, e.shouldRetryHeader = cfg.Signals.Names()
+	e.attemptValues = attemptValues(cfg.Policy.MaxAttempts)
 	if err := checkSignals(cfg.Signals, e.attemptHeader, e.timeoutHeader, e.shouldRetryHeader); err != nil {
 		return nil, err
 	}
@@ -136,4 +139,14 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// attemptValues are the attempt header's values of the first attempts
+// under a policy of max attempts, by attempt (from 2).
+func attemptValues(max int) []string {
+	v := make([]string, min(max, 16)+1)
+	for n := 2; n < len(v); n++ {
+		v[n] = strconv.Itoa(n) + "; max=" + strconv.Itoa(max)
+	}
+	return v
 }

@@ -177,12 +177,39 @@ func pushesBack(rep *Report) bool {
 	return false
 }
 
-func setOrDelete(h http.Header, name, value string) {
-	if value == "" {
-		delete(h, name)
-	} else {
-		h[name] = []string{value}
+// withSignals is a copy of h with the cross-layer headers set to their
+// values ("" deletes one), when set is true: one map, sized for them, and
+// one array for every value, as http.Header.Clone makes (its copy would
+// grow for a header it lacks, and each value would be a slice of its own).
+func withSignals(h http.Header, attemptName, attempt, timeoutName, timeout string, set bool) http.Header {
+	nv := 2
+	for _, v := range h {
+		nv += len(v)
 	}
+	sv := make([]string, nv)
+	h2 := make(http.Header, len(h)+2)
+	for k, v := range h {
+		if set && (k == attemptName || k == timeoutName) {
+			continue
+		}
+		if v == nil {
+			h2[k] = nil // Clone keeps a nil value: net/http reads it as "do not send" (User-Agent)
+			continue
+		}
+		n := copy(sv, v)
+		h2[k] = sv[:n:n]
+		sv = sv[n:]
+	}
+	if set {
+		for _, kv := range [2][2]string{{attemptName, attempt}, {timeoutName, timeout}} {
+			if kv[1] != "" {
+				sv[0] = kv[1]
+				h2[kv[0]] = sv[:1:1]
+				sv = sv[1:]
+			}
+		}
+	}
+	return h2
 }
 
 // CloseIdleConnections forwards to the next RoundTripper.
@@ -204,9 +231,9 @@ type httpOp struct {
 	compose   bool        // each attempt composes o's trace with the operation's
 	rep       Report
 	outside   *operation.Context // the hooks' and RefreshAuth's: the operation detached; nil when the engine has neither
-	owner     operation.Owner   // what the layers below read, when o owns the operation
-	body      wire.Watched      // the returned response's Body
-	final     *finalDeadlines   // what bounds it until it is done; nil when nothing does but the caller
+	owner     operation.Owner    // what the layers below read, when o owns the operation
+	body      wire.Watched       // the returned response's Body
+	final     *finalDeadlines    // what bounds it until it is done; nil when nothing does but the caller
 }
 
 // resend numbers the send about to be made: the sends of the operation so
@@ -243,7 +270,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	attemptHdr, timeoutHdr := "", ""
 	if !o.e.signals.Off {
 		if n > 1 {
-			attemptHdr = strconv.Itoa(n) + "; max=" + strconv.Itoa(o.e.p.MaxAttempts)
+			attemptHdr = o.e.attemptValue(n)
 		}
 		if dl, ok := ctx.Deadline(); ok {
 			timeoutHdr = protocol.TimeLeft(dl)
@@ -263,19 +290,15 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	if body != nil {
 		r.Body = body
 	}
-	if o.e.prepare != nil || headers {
-		// Prepare and the headers change this attempt's request, never the
-		// caller's: its own URL and Header.
+	if o.e.prepare != nil {
+		// Prepare may change this attempt's URL, never the caller's.
 		u := *o.req.URL
 		r.URL = &u
-		r.Header = o.req.Header.Clone()
-		if r.Header == nil {
-			r.Header = make(http.Header)
-		}
 	}
-	if headers {
-		setOrDelete(r.Header, o.e.attemptHeader, attemptHdr)
-		setOrDelete(r.Header, o.e.timeoutHeader, timeoutHdr)
+	if o.e.prepare != nil || headers {
+		// Prepare and the headers change this attempt's header, never the
+		// caller's.
+		r.Header = withSignals(o.req.Header, o.e.attemptHeader, attemptHdr, o.e.timeoutHeader, timeoutHdr, !o.e.signals.Off)
 	}
 	if o.e.prepare != nil {
 		if err := o.e.prepare(r, n); err != nil {
@@ -418,4 +441,14 @@ func (o *httpOp) TimeoutHeader() string {
 		return ""
 	}
 	return o.e.timeoutHeader
+}
+
+// attemptValue is the attempt header's value for attempt n (from 2):
+// made once per engine for the first attempts, since it is the same on
+// every operation's.
+func (e *Engine) attemptValue(n int) string {
+	if n < len(e.attemptValues) {
+		return e.attemptValues[n]
+	}
+	return strconv.Itoa(n) + "; max=" + strconv.Itoa(e.p.MaxAttempts)
 }

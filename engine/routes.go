@@ -260,6 +260,7 @@ func newRoutes(base *Engine, rs []Route) ([]route, error) {
 		}
 		e := *base
 		e.p, e.routes = r.Policy, nil
+		e.attemptValues = attemptValues(r.Policy.MaxAttempts)
 		rt := route{Route: r, e: &e}
 		rt.host = r.Host
 		if h, port, err := net.SplitHostPort(r.Host); err == nil {

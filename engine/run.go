@@ -233,6 +233,14 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 		e.p.Budget.Deposit()
 	}
 	rec := AttemptRecord{Status: info.status, Err: err, Processed: info.processed, Transparent: info.transparent, Hedges: info.hedges, Resend: info.resend, Decision: dec}
+	if n == 2 && len(l.rep.Attempts) == 1 && cap(l.rep.Attempts) == 1 {
+		// A retry outgrew the room for the first attempt: one allocation
+		// for every attempt the policy allows (within reason), not one per
+		// doubling.
+		grown := make([]AttemptRecord, 1, min(e.p.MaxAttempts, 16))
+		copy(grown, l.rep.Attempts)
+		l.rep.Attempts = grown
+	}
 	l.rep.Attempts = append(l.rep.Attempts, rec)
 	if e.hooks.OnAttempt != nil {
 		e.hooks.OnAttempt(Event{Context: l.hooks, Report: l.rep, Attempt: rec, Number: n})
@@ -296,6 +304,9 @@ func (l *loop[T]) retry(n int, v T, info attemptInfo, err error, dec policy.Deci
 		}
 	}
 	l.d.releaseAttempt()
+	if l.rep.PlannedWaits == nil {
+		l.rep.PlannedWaits = make([]time.Duration, 0, min(e.p.MaxAttempts-1, 16)) // one allocation for the waits of the retries the policy allows
+	}
 	l.rep.PlannedWaits = append(l.rep.PlannedWaits, wait)
 	if e.hooks.OnRetry != nil {
 		e.hooks.OnRetry(Event{Context: l.hooks, Report: l.rep, Number: n, Wait: wait, FromHint: fromHint, Cause: dec.Cause})

@@ -49,13 +49,21 @@ func rateLimitSpent(h http.Header) bool {
 }
 
 func spent(remaining string) bool {
-	n, err := strconv.ParseInt(strings.TrimSpace(remaining), 10, 64)
+	remaining = strings.TrimSpace(remaining)
+	if remaining == "" {
+		return false // absent, as on most answers: no error value to make
+	}
+	n, err := strconv.ParseInt(remaining, 10, 64)
 	return err == nil && n == 0
 }
 
 // resetIn reads a reset value: delta-seconds, or a Unix time past 1e9.
 func resetIn(v string, now time.Time) (time.Duration, bool) {
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false // absent: no error value to make
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
 		return 0, false
 	}
