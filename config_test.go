@@ -87,7 +87,6 @@ func TestBadConfigIsATypedError(t *testing.T) {
 			}
 			return err
 		}, &middleware.LayerError{}},
-		{"zero budget", withPolicy(func(p *policy.Policy) { p.Budget = new(policy.TPSBudget) }), configErr("Budget")},
 		{"zero telemetry", func() error {
 			c, err := retrystack.NewClient(retrystack.Config{Telemetry: new(telemetry.Telemetry)})
 			if c != nil {

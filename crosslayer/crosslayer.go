@@ -15,20 +15,13 @@ import (
 	"github.com/retrystack/retrystack/internal/protocol"
 )
 
-// The protocol's default header names.
-const (
-	AttemptHeader     = protocol.AttemptHeader
-	TimeoutHeader     = protocol.TimeoutHeader
-	ShouldRetryHeader = protocol.ShouldRetryHeader
-)
-
 // Signals names the protocol's headers; the zero value uses the default
 // names and speaks the protocol. Client and services must agree on the
 // names.
 type Signals struct {
-	Attempt     string // "" means AttemptHeader
-	Timeout     string // "" means TimeoutHeader
-	ShouldRetry string // "" means ShouldRetryHeader
+	Attempt     string // "" means Retrystack-Attempt
+	Timeout     string // "" means Retrystack-Timeout-Ms
+	ShouldRetry string // "" means Retrystack-Should-Retry
 	// Off stops a retry layer from sending the request headers and from
 	// obeying a "do not retry"; Handler then does nothing.
 	Off bool
@@ -36,7 +29,7 @@ type Signals struct {
 
 // Names returns the three header names in use.
 func (s Signals) Names() (attempt, timeout, shouldRetry string) {
-	attempt, timeout, shouldRetry = AttemptHeader, TimeoutHeader, ShouldRetryHeader
+	attempt, timeout, shouldRetry = protocol.AttemptHeader, protocol.TimeoutHeader, protocol.ShouldRetryHeader
 	if s.Attempt != "" {
 		attempt = http.CanonicalHeaderKey(s.Attempt)
 	}

@@ -52,10 +52,10 @@ func TestHandlerReadsHeaders(t *testing.T) {
 			before := time.Now()
 			req := httptest.NewRequest("GET", "/", nil)
 			if tt.attempt != "" {
-				req.Header.Set(crosslayer.AttemptHeader, tt.attempt)
+				req.Header.Set("Retrystack-Attempt", tt.attempt)
 			}
 			if tt.timeout != "" {
-				req.Header.Set(crosslayer.TimeoutHeader, tt.timeout)
+				req.Header.Set("Retrystack-Timeout-Ms", tt.timeout)
 			}
 			if tt.parent > 0 {
 				ctx, cancel := context.WithTimeout(req.Context(), tt.parent)
@@ -87,7 +87,7 @@ func TestHandlerMaxTimeout(t *testing.T) {
 		left = time.Until(dl)
 	}), crosslayer.Config{MaxTimeout: 2 * time.Second})
 	req := httptest.NewRequest("GET", "/", nil)
-	req.Header.Set(crosslayer.TimeoutHeader, "30000")
+	req.Header.Set("Retrystack-Timeout-Ms", "30000")
 	h.ServeHTTP(httptest.NewRecorder(), req)
 	if left > 2*time.Second || left <= 0 {
 		t.Errorf("deadline %v away, want at most 2s", left)
@@ -124,8 +124,8 @@ func TestHandlerPushback(t *testing.T) {
 			}), crosslayer.Config{})
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
-			if got := rec.Header().Get(crosslayer.ShouldRetryHeader); got != tt.want || rec.Code != tt.status {
-				t.Errorf("status %d, %s %q; want %d, %q", rec.Code, crosslayer.ShouldRetryHeader, got, tt.status, tt.want)
+			if got := rec.Header().Get("Retrystack-Should-Retry"); got != tt.want || rec.Code != tt.status {
+				t.Errorf("status %d, %s %q; want %d, %q", rec.Code, "Retrystack-Should-Retry", got, tt.status, tt.want)
 			}
 		})
 	}
@@ -162,7 +162,7 @@ func TestHandlerKeepsTheWriter(t *testing.T) {
 // Off and custom names.
 func TestSignals(t *testing.T) {
 	a, tm, sr := crosslayer.Signals{Attempt: "x-attempt", ShouldRetry: "x-should-retry"}.Names()
-	if a != "X-Attempt" || tm != crosslayer.TimeoutHeader || sr != "X-Should-Retry" {
+	if a != "X-Attempt" || tm != "Retrystack-Timeout-Ms" || sr != "X-Should-Retry" {
 		t.Errorf("names %q %q %q", a, tm, sr)
 	}
 	var seen bool
@@ -172,7 +172,7 @@ func TestSignals(t *testing.T) {
 		seen = seen || hasDeadline
 	}), crosslayer.Config{Signals: crosslayer.Signals{Off: true}})
 	req := httptest.NewRequest("GET", "/", nil)
-	req.Header.Set(crosslayer.TimeoutHeader, "10")
+	req.Header.Set("Retrystack-Timeout-Ms", "10")
 	h.ServeHTTP(httptest.NewRecorder(), req)
 	if seen {
 		t.Error("Off still read the headers")
@@ -204,11 +204,11 @@ func TestHandlerConsumesTheHeaders(t *testing.T) {
 	var seen http.Header
 	h := crosslayer.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = r.Header.Clone() }), crosslayer.Config{})
 	req := httptest.NewRequest("GET", "/", nil)
-	req.Header.Set(crosslayer.AttemptHeader, "3; max=3")
-	req.Header.Set(crosslayer.TimeoutHeader, "50")
+	req.Header.Set("Retrystack-Attempt", "3; max=3")
+	req.Header.Set("Retrystack-Timeout-Ms", "50")
 	req.Header.Set("X-Other", "kept")
 	h.ServeHTTP(httptest.NewRecorder(), req)
-	if seen.Get(crosslayer.AttemptHeader) != "" || seen.Get(crosslayer.TimeoutHeader) != "" || seen.Get("X-Other") != "kept" {
+	if seen.Get("Retrystack-Attempt") != "" || seen.Get("Retrystack-Timeout-Ms") != "" || seen.Get("X-Other") != "kept" {
 		t.Errorf("the handler saw %v", seen)
 	}
 }

@@ -44,7 +44,7 @@ func ExampleHandler() {
 		return
 	}
 	resp.Body.Close()
-	fmt.Println(resp.StatusCode, resp.Header.Get(crosslayer.ShouldRetryHeader), engine.ReportOf(resp).Stop)
+	fmt.Println(resp.StatusCode, resp.Header.Get("Retrystack-Should-Retry"), engine.ReportOf(resp).Stop)
 	fmt.Println("bottom requests:", bottomRequests.Load())
 	// Output:
 	// 503 false pushback

@@ -2,6 +2,7 @@ package crosslayer
 
 import (
 	"errors"
+	"github.com/retrystack/retrystack/internal/protocol"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -234,8 +235,8 @@ func TestHandlerPushbackWriters(t *testing.T) {
 				tt.send(t, w)
 			}), Config{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 			resp := rec.Result()
-			if got := resp.Header.Get(ShouldRetryHeader); resp.StatusCode != http.StatusServiceUnavailable || got != "false" {
-				t.Errorf("status %d, %s %q; want 503, %q", resp.StatusCode, ShouldRetryHeader, got, "false")
+			if got := resp.Header.Get(protocol.ShouldRetryHeader); resp.StatusCode != http.StatusServiceUnavailable || got != "false" {
+				t.Errorf("status %d, %s %q; want 503, %q", resp.StatusCode, protocol.ShouldRetryHeader, got, "false")
 			}
 			if got := rec.Body.String(); got != "overloaded" {
 				t.Errorf("body %q, want %q", got, "overloaded")
@@ -270,8 +271,8 @@ func TestHandlerImplicitStatusWriters(t *testing.T) {
 				inbound.From(r.Context()).PushBack()
 				w.WriteHeader(http.StatusServiceUnavailable)
 			}), Config{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
-			if got := rec.Header().Get(ShouldRetryHeader); rec.Code != http.StatusOK || got != "" {
-				t.Errorf("status %d, %s %q; want 200 and no header", rec.Code, ShouldRetryHeader, got)
+			if got := rec.Header().Get(protocol.ShouldRetryHeader); rec.Code != http.StatusOK || got != "" {
+				t.Errorf("status %d, %s %q; want 200 and no header", rec.Code, protocol.ShouldRetryHeader, got)
 			}
 		})
 	}

@@ -31,8 +31,8 @@ type recorder struct {
 
 func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.mu.Lock()
-	rec.attempts = append(rec.attempts, r.Header.Get(crosslayer.AttemptHeader))
-	rec.timeouts = append(rec.timeouts, r.Header.Get(crosslayer.TimeoutHeader))
+	rec.attempts = append(rec.attempts, r.Header.Get("Retrystack-Attempt"))
+	rec.timeouts = append(rec.timeouts, r.Header.Get("Retrystack-Timeout-Ms"))
 	code := rec.script[min(len(rec.attempts), len(rec.script))-1]
 	rec.mu.Unlock()
 	for k, v := range rec.header {
@@ -91,7 +91,7 @@ func TestOutboundHeaders(t *testing.T) {
 	if err != nil || ms <= 0 || ms > 5000 {
 		t.Errorf("timeout header %q, want 1..5000 ms", rec.timeouts[0])
 	}
-	if req.Header.Get(crosslayer.TimeoutHeader) != "" || len(req.Header) != 1 {
+	if req.Header.Get("Retrystack-Timeout-Ms") != "" || len(req.Header) != 1 {
 		t.Errorf("the caller's request changed: %v", req.Header)
 	}
 
@@ -111,7 +111,7 @@ func TestOutboundHeaders(t *testing.T) {
 // A response that says not to retry stops the operation, whatever the
 // classifier says, with the reason pushback and the response unchanged.
 func TestPushbackStops(t *testing.T) {
-	rec := &recorder{script: []int{503}, header: http.Header{crosslayer.ShouldRetryHeader: {"false"}, "Retry-After": {"7"}}}
+	rec := &recorder{script: []int{503}, header: http.Header{"Retrystack-Should-Retry": {"false"}, "Retry-After": {"7"}}}
 	c, url := crossClient(t, Config{Policy: policy.Default()}, rec)
 	resp, err := c.Get(url)
 	if err != nil {
@@ -124,7 +124,7 @@ func TestPushbackStops(t *testing.T) {
 	}
 
 	// A layer that does not speak the protocol retries as before.
-	rec = &recorder{script: []int{503}, header: http.Header{crosslayer.ShouldRetryHeader: {"false"}}}
+	rec = &recorder{script: []int{503}, header: http.Header{"Retrystack-Should-Retry": {"false"}}}
 	c, url = crossClient(t, Config{Policy: policy.Default(), Signals: crosslayer.Signals{Off: true}}, rec)
 	resp, err = c.Get(url)
 	if err != nil {
@@ -216,7 +216,7 @@ func TestRoutesAreValidated(t *testing.T) {
 // Pushback does not hide the Ok(503) trap: with FailOnExhausted the 503 is
 // an *ExhaustedError, as when attempts run out.
 func TestPushbackWithFailOnExhausted(t *testing.T) {
-	rec := &recorder{script: []int{503}, header: http.Header{crosslayer.ShouldRetryHeader: {"false"}}}
+	rec := &recorder{script: []int{503}, header: http.Header{"Retrystack-Should-Retry": {"false"}}}
 	c, url := crossClient(t, Config{Policy: policy.Default(), FailOnExhausted: true}, rec)
 	_, err := c.Get(url)
 	var xe *ExhaustedError
@@ -249,8 +249,8 @@ func TestStaleInboundHeadersAreReplaced(t *testing.T) {
 	rec := &recorder{script: []int{200}}
 	c, url := crossClient(t, Config{Policy: policy.Default()}, rec)
 	req, _ := http.NewRequest("GET", url, nil)
-	req.Header.Set(crosslayer.AttemptHeader, "3; max=3")
-	req.Header.Set(crosslayer.TimeoutHeader, "50")
+	req.Header.Set("Retrystack-Attempt", "3; max=3")
+	req.Header.Set("Retrystack-Timeout-Ms", "50")
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +259,7 @@ func TestStaleInboundHeadersAreReplaced(t *testing.T) {
 	if rec.attempts[0] != "" || rec.timeouts[0] != "" {
 		t.Errorf("sent attempt %q, timeout %q; want neither", rec.attempts[0], rec.timeouts[0])
 	}
-	if req.Header.Get(crosslayer.AttemptHeader) == "" {
+	if req.Header.Get("Retrystack-Attempt") == "" {
 		t.Error("the caller's request changed")
 	}
 }

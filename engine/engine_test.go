@@ -615,7 +615,7 @@ func TestBudgetSpentOnlyOnSentRetries(t *testing.T) {
 		p.Timeout = 10 * time.Second // the 30 s hint does not fit
 		budget := presets.Budget(10*time.Second, 1, 0.2)
 		p.Budget = budget
-		before := budget.Retries()
+		before := budget.(interface{ Retries() int }).Retries()
 		f := setup(t, p)
 		resp, rep, err := f.send(context.Background(), "GET", path, "", false)
 		if err != nil {
@@ -625,7 +625,7 @@ func TestBudgetSpentOnlyOnSentRetries(t *testing.T) {
 		if rep.Stop != policy.StopWaitExceedsBudget {
 			t.Fatalf("%s: stop %s", path, rep.Stop)
 		}
-		if after := budget.Retries(); after != before {
+		if after := budget.(interface{ Retries() int }).Retries(); after != before {
 			t.Errorf("%s: budget %d retries before, %d after a retry that was never sent", path, before, after)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/retrystack/retrystack/internal/protocol"
+	"github.com/retrystack/retrystack/internal/wire"
 	"go.opentelemetry.io/otel/attribute"
 	"io"
 	"net/http"
@@ -257,8 +258,8 @@ func (l *loop[T]) finish(stop policy.StopReason, v T, err error, dec policy.Deci
 	if dec.Retry || dec.Stop == policy.StopPushback { // a status the policy wanted to retry: the Ok(503) trap
 		if l.e.failOnExhausted {
 			if resp, ok := any(v).(*http.Response); ok {
-				se := middleware.ReadStatusError(resp, 0)
-				l.holding = false // ReadStatusError closed it
+				se := statusError(resp)
+				l.holding = false // statusError closed it
 				l.d.release()
 				l.end(stop)
 				var zero T
@@ -400,4 +401,19 @@ func (l *loop[T]) pitfall(p Pitfall, cookies ...string) {
 		}
 		l.o.emit(middleware.Event{Name: protocol.EventPitfall, Attrs: attrs})
 	}
+}
+
+// statusError is resp as ErrorForStatus makes it an error: its status,
+// header and first KiB, read within 100 ms; its body is closed.
+func statusError(resp *http.Response) *middleware.StatusError {
+	_, err := middleware.ErrorForStatus(0).Wrap(middleware.RoundTripperFunc(func(*http.Request) (*http.Response, error) {
+		return resp, nil
+	})).RoundTrip(resp.Request)
+	if se, ok := errors.AsType[*middleware.StatusError](err); ok {
+		return se
+	}
+	// A status below 400 that a classifier retried: no error to read, the
+	// response as it is.
+	wire.Discard(resp)
+	return &middleware.StatusError{Response: resp, StatusCode: resp.StatusCode, Status: resp.Status, Header: resp.Header}
 }

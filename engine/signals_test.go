@@ -25,7 +25,7 @@ func TestBadSignals(t *testing.T) {
 		{crosslayer.Signals{Attempt: "X-Attempt:"}, "Signals.Attempt"},
 		{crosslayer.Signals{ShouldRetry: "é"}, "Signals.ShouldRetry"},
 		{crosslayer.Signals{Attempt: "x-retry", Timeout: "X-Retry"}, "Signals.Timeout"},
-		{crosslayer.Signals{ShouldRetry: crosslayer.AttemptHeader}, "Signals.ShouldRetry"},
+		{crosslayer.Signals{ShouldRetry: "Retrystack-Attempt"}, "Signals.ShouldRetry"},
 	} {
 		_, err := engine.New(engine.Config{Policy: policy.Default(), Signals: tc.signals})
 		var ce *policy.ConfigError
@@ -50,7 +50,7 @@ func TestTimeLeftAfterPrepare(t *testing.T) {
 		return nil
 	}})
 	rt := e.Layer().Wrap(middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		sent = req.Header.Get(crosslayer.TimeoutHeader)
+		sent = req.Header.Get("Retrystack-Timeout-Ms")
 		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}, Request: req}, nil
 	}))
 	req, _ := http.NewRequest("GET", "http://svc.test/", nil)

@@ -52,7 +52,7 @@ func ExampleKeyOf() {
 
 	for _, url := range []string{first.URL, first.URL, other.URL} {
 		req, _ := http.NewRequest("POST", url, strings.NewReader("one book"))
-		req.Header.Set(idempotency.KeyHeader, `"3f2b7c1e-9d4a-4f6b-8e21-5a0c9d7e4b13"`)
+		req.Header.Set("Idempotency-Key", `"3f2b7c1e-9d4a-4f6b-8e21-5a0c9d7e4b13"`)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			fmt.Println(err)
@@ -60,7 +60,7 @@ func ExampleKeyOf() {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		fmt.Printf("%d %s, replayed: %v\n", resp.StatusCode, body, resp.Header.Get(idempotency.ReplayedHeader) == "true")
+		fmt.Printf("%d %s, replayed: %v\n", resp.StatusCode, body, resp.Header.Get("Idempotent-Replayed") == "true")
 	}
 	fmt.Println("orders placed:", db.orders)
 	// Output:

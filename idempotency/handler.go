@@ -18,12 +18,6 @@ import (
 	"github.com/retrystack/retrystack/internal/protocol"
 )
 
-// KeyHeader is the request header of the protocol; ReplayedHeader marks a
-// replayed response.
-const (
-	KeyHeader      = protocol.IdempotencyKey
-	ReplayedHeader = protocol.Replayed
-)
 
 // Config configures Handler. The zero value applies the protocol to POST
 // and PATCH requests that carry a key, in memory.
@@ -92,7 +86,7 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		key, present := parseKey(r.Header.Get(KeyHeader))
+		key, present := parseKey(r.Header.Get(protocol.IdempotencyKey))
 		if !present { // the older name many APIs use
 			key, present = parseKey(r.Header.Get(protocol.XIdempotencyKey))
 		}
@@ -186,13 +180,13 @@ func replay(w http.ResponseWriter, rec *Record) {
 		w.Header()[k] = v
 	}
 	if rec.BodyKept {
-		w.Header().Set(ReplayedHeader, "true")
+		w.Header().Set(protocol.Replayed, "true")
 		w.Header().Set("Content-Length", strconv.Itoa(len(rec.Body)))
 		w.WriteHeader(rec.Status)
 		w.Write(rec.Body)
 		return
 	}
-	w.Header().Set(ReplayedHeader, "body-not-kept")
+	w.Header().Set(protocol.Replayed, "body-not-kept")
 	w.Header().Set("Content-Length", "0")
 	w.WriteHeader(rec.Status)
 }

@@ -36,7 +36,7 @@ func post(t *testing.T, url, key, body string) (*http.Response, string) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	if key != "" {
-		req.Header.Set(idempotency.KeyHeader, key)
+		req.Header.Set("Idempotency-Key", key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -54,18 +54,18 @@ func TestProtocol(t *testing.T) {
 
 	first, body1 := post(t, srv.URL, `"k1"`, "apple")
 	again, body2 := post(t, srv.URL, `"k1"`, "apple")
-	if first.StatusCode != 201 || again.StatusCode != 201 || body1 != body2 || again.Header.Get(idempotency.ReplayedHeader) != "true" || o.writes.Load() != 1 {
+	if first.StatusCode != 201 || again.StatusCode != 201 || body1 != body2 || again.Header.Get("Idempotent-Replayed") != "true" || o.writes.Load() != 1 {
 		t.Errorf("first %d %q, again %d %q (replayed %q), %d writes; want one write replayed",
-			first.StatusCode, body1, again.StatusCode, body2, again.Header.Get(idempotency.ReplayedHeader), o.writes.Load())
+			first.StatusCode, body1, again.StatusCode, body2, again.Header.Get("Idempotent-Replayed"), o.writes.Load())
 	}
-	if first.Header.Get(idempotency.ReplayedHeader) != "" {
+	if first.Header.Get("Idempotent-Replayed") != "" {
 		t.Error("the first answer is marked as a replay")
 	}
 	// The older X-Idempotency-Key names the same key when Idempotency-Key
 	// is absent.
 	req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("apple"))
 	req.Header.Set("X-Idempotency-Key", "k1")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.Header.Get(idempotency.ReplayedHeader) != "true" {
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.Header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf("X-Idempotency-Key: %v, %v", resp, err)
 	} else {
 		resp.Body.Close()
@@ -126,8 +126,8 @@ func TestLargeResponse(t *testing.T) {
 	defer srv.Close()
 	_, b1 := post(t, srv.URL, "k", "x")
 	resp, b2 := post(t, srv.URL, "k", "x")
-	if b1 != big || b2 != "" || resp.StatusCode != 201 || resp.Header.Get(idempotency.ReplayedHeader) != "body-not-kept" {
-		t.Errorf("first %d bytes, replay %d %q %q", len(b1), resp.StatusCode, b2, resp.Header.Get(idempotency.ReplayedHeader))
+	if b1 != big || b2 != "" || resp.StatusCode != 201 || resp.Header.Get("Idempotent-Replayed") != "body-not-kept" {
+		t.Errorf("first %d bytes, replay %d %q %q", len(b1), resp.StatusCode, b2, resp.Header.Get("Idempotent-Replayed"))
 	}
 }
 
@@ -142,7 +142,7 @@ func TestPanicReleasesTheKey(t *testing.T) {
 	}), idempotency.Config{}))
 	defer srv.Close()
 	req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("x"))
-	req.Header.Set(idempotency.KeyHeader, "k")
+	req.Header.Set("Idempotency-Key", "k")
 	if _, err := http.DefaultClient.Do(req); err == nil {
 		t.Fatal("the aborted request answered")
 	}
@@ -179,8 +179,8 @@ func TestLostAnswerEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 201 || n.Load() != 2 || o.writes.Load() != 1 || resp.Header.Get(idempotency.ReplayedHeader) != "true" {
-		t.Errorf("status %d, %d requests, %d writes, replayed %q; want 201, 2, 1, true", resp.StatusCode, n.Load(), o.writes.Load(), resp.Header.Get(idempotency.ReplayedHeader))
+	if resp.StatusCode != 201 || n.Load() != 2 || o.writes.Load() != 1 || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("status %d, %d requests, %d writes, replayed %q; want 201, 2, 1, true", resp.StatusCode, n.Load(), o.writes.Load(), resp.Header.Get("Idempotent-Replayed"))
 	}
 }
 
@@ -196,7 +196,7 @@ func FuzzHandler(f *testing.F) {
 		h := idempotency.Handler(o, idempotency.Config{MaxRequestBody: 64})
 		for range 2 {
 			req := httptest.NewRequest("POST", "/", strings.NewReader(body))
-			req.Header[idempotency.KeyHeader] = []string{key}
+			req.Header["Idempotency-Key"] = []string{key}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			if rec.Code == 0 {

@@ -41,14 +41,14 @@ func (e *errorForStatus) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.StatusCode < 400 {
 		return resp, err
 	}
-	return nil, ReadStatusError(resp, e.limit)
+	return nil, readStatusError(resp, e.limit)
 }
 
-// ReadStatusError reads at most limit bytes of resp's body (limit <= 0
+// readStatusError reads at most limit bytes of resp's body (limit <= 0
 // means defaultStatusBodyLimit), for at most 100 ms so a stalled body
 // cannot hold the request, closes it, and returns the *StatusError
 // describing resp.
-func ReadStatusError(resp *http.Response, limit int64) *StatusError {
+func readStatusError(resp *http.Response, limit int64) *StatusError {
 	if limit <= 0 {
 		limit = defaultStatusBodyLimit
 	}

@@ -12,26 +12,15 @@ import (
 // that cannot withdraw is not made (stop reason budget-exhausted, pitfall
 // budget-exhausted). A retry that is refused for another reason (its wait
 // would not fit) withdraws nothing. Implementations must be safe for
-// concurrent use and quick: they run on every request. TPSBudget is the
-// usual one.
+// concurrent use and quick: they run on every request. NewTPSBudget
+// makes the usual one.
 type Budget interface {
 	Deposit()
 	Withdraw() bool
 }
 
-// TPSBudget is a client-wide retry budget: the tower/Finagle TPS budget that
-// reqwest uses. Every request the classifier does not retry deposits; every
-// retry withdraws; a retry that cannot withdraw is not made. Deposits and
-// withdrawals count for ttl and then expire, so the budget follows the
-// recent success rate, and a reserve of minPerSec·ttl retries is always
-// available, so a client that has just started can still retry.
-//
-// One Budget is shared by every request of a client, every redirect hop
-// included; it is safe for concurrent use, does not allocate, and takes a
-// lock only when its window moves on. A nil *TPSBudget is unlimited; so
-// is a zero TPSBudget, which Policy.Validate rejects all the same, since it
-// is more likely a mistake than a wish.
-type TPSBudget struct {
+// tpsBudget is the budget NewTPSBudget makes.
+type tpsBudget struct {
 	deposit, withdraw int64
 	reserve           int64
 	window            time.Duration // ttl / slots
@@ -49,16 +38,27 @@ type TPSBudget struct {
 
 const budgetSlots = 10
 
-// NewTPSBudget returns a budget with deposits counted for ttl (1 to 60
-// seconds), a reserve of minPerSec retries per second of ttl, and room for
-// ratio retries per deposit (0, or minBudgetRatio to 1000; 0.2 means 20 %
-// extra load, 0 means only the reserve). Out-of-range values are a
+// NewTPSBudget returns a client-wide retry budget: the tower/Finagle TPS
+// budget that reqwest uses. Every request the classifier does not retry deposits; every
+// retry withdraws; a retry that cannot withdraw is not made. Deposits and
+// withdrawals count for ttl and then expire, so the budget follows the
+// recent success rate, and a reserve of minPerSec·ttl retries is always
+// available, so a client that has just started can still retry.
+//
+// One Budget is shared by every request of a client, every redirect hop
+// included; it is safe for concurrent use, does not allocate, and takes a
+// lock only when its window moves on. Its Retries method (assert
+// interface{ Retries() int }) tells how many retries it would allow now.
+//
+// Deposits are counted for ttl (1 to 60 seconds), a reserve of minPerSec
+// retries per second of ttl, and room for ratio retries per deposit (0,
+// or 1e-6 to 1000; 0.2 means 20 % extra load, 0 means only the reserve). Out-of-range values are a
 // *ConfigError.
 //
 // As in tower, a ratio r <= 1 deposits 1 and withdraws floor(1/r) per
 // retry; r > 1 deposits 1000 and withdraws floor(1000/r); r = 0 deposits
 // nothing and withdraws 1. The reserve is minPerSec·ttl·withdraw.
-func NewTPSBudget(ttl time.Duration, minPerSec int, ratio float64) (*TPSBudget, error) {
+func NewTPSBudget(ttl time.Duration, minPerSec int, ratio float64) (Budget, error) {
 	switch {
 	case ttl < time.Second || ttl > time.Minute:
 		return nil, &ConfigError{Field: "Budget.TTL", Value: ttl, Reason: "must be between 1s and 1m"}
@@ -69,7 +69,12 @@ func NewTPSBudget(ttl time.Duration, minPerSec int, ratio float64) (*TPSBudget, 
 	case ratio > 0 && ratio < minBudgetRatio:
 		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be 0 or at least 1e-6"}
 	}
-	b := &TPSBudget{window: ttl / budgetSlots, start: time.Now(), since: time.Since}
+	return newTPSBudget(ttl, minPerSec, ratio), nil
+}
+
+// newTPSBudget is NewTPSBudget for values it accepts.
+func newTPSBudget(ttl time.Duration, minPerSec int, ratio float64) *tpsBudget {
+	b := &tpsBudget{window: ttl / budgetSlots, start: time.Now(), since: time.Since}
 	// float32, as tower computes it, so the amounts match to the token.
 	r := float32(ratio)
 	switch {
@@ -81,11 +86,11 @@ func NewTPSBudget(ttl time.Duration, minPerSec int, ratio float64) (*TPSBudget, 
 		b.deposit, b.withdraw = 1000, int64(1000/r)
 	}
 	b.reserve = int64(minPerSec) * int64(ttl/time.Second) * b.withdraw
-	return b, nil
+	return b
 }
 
 // Deposit records a request that needed no retry.
-func (b *TPSBudget) Deposit() {
+func (b *tpsBudget) Deposit() {
 	if b.unlimited() {
 		return
 	}
@@ -96,7 +101,7 @@ func (b *TPSBudget) Deposit() {
 // Withdraw takes one retry's worth from the budget and reports whether it
 // could. Under concurrent withdrawals the balance may dip below zero by the
 // withdrawals in flight, as in tower.
-func (b *TPSBudget) Withdraw() bool {
+func (b *tpsBudget) Withdraw() bool {
 	if b.unlimited() {
 		return true
 	}
@@ -110,7 +115,7 @@ func (b *TPSBudget) Withdraw() bool {
 
 // Retries is how many retries the budget would allow now: its level, for
 // telemetry. A nil or zero budget reports -1 (unlimited).
-func (b *TPSBudget) Retries() int {
+func (b *tpsBudget) Retries() int {
 	if b.unlimited() {
 		return -1
 	}
@@ -118,18 +123,18 @@ func (b *TPSBudget) Retries() int {
 	return int(max(b.balance(), 0) / b.withdraw)
 }
 
-// unlimited reports whether b is nil or the zero TPSBudget, which
+// unlimited reports whether b is nil or the zero tpsBudget, which
 // NewTPSBudget never returns (it always withdraws something).
-func (b *TPSBudget) unlimited() bool { return b == nil || b.withdraw == 0 }
+func (b *tpsBudget) unlimited() bool { return b == nil || b.withdraw == 0 }
 
-func (b *TPSBudget) String() string {
+func (b *tpsBudget) String() string {
 	if b.unlimited() {
 		return "unlimited"
 	}
 	return fmt.Sprintf("budget(deposit %d, withdraw %d, reserve %d, %d retries left)", b.deposit, b.withdraw, b.reserve, b.Retries())
 }
 
-func (b *TPSBudget) balance() int64 {
+func (b *tpsBudget) balance() int64 {
 	sum := b.writer.Load() + b.reserve
 	for i := range b.slots {
 		sum += b.slots[i].Load()
@@ -139,7 +144,7 @@ func (b *TPSBudget) balance() int64 {
 
 // expire commits the current window and clears the slots that have aged
 // past ttl, once a window has gone by.
-func (b *TPSBudget) expire() {
+func (b *tpsBudget) expire() {
 	now := int64(b.since(b.start))
 	if now-b.genAt.Load() < int64(b.window) {
 		return

@@ -8,13 +8,13 @@ import (
 )
 
 // fakeSince makes a budget's clock manual.
-func manual(b *TPSBudget) *time.Duration {
+func manual(b *tpsBudget) *time.Duration {
 	var now time.Duration
 	b.since = func(time.Time) time.Duration { return now }
 	return &now
 }
 
-func withdrawals(b *TPSBudget) int {
+func withdrawals(b *tpsBudget) int {
 	n := 0
 	for b.Withdraw() {
 		n++
@@ -38,7 +38,7 @@ func TestBudgetArithmetic(t *testing.T) {
 		{"no reserve", 10 * time.Second, 0, 0.1, 1, 10, 0},
 	}
 	for _, tt := range tests {
-		b := mustTPSBudget(tt.ttl, tt.minPerSec, tt.ratio)
+		b := newTPSBudget(tt.ttl, tt.minPerSec, tt.ratio)
 		manual(b)
 		if b.deposit != tt.deposit || b.withdraw != tt.withdraw {
 			t.Errorf("%s: deposit %d, withdraw %d; want %d, %d", tt.name, b.deposit, b.withdraw, tt.deposit, tt.withdraw)
@@ -55,7 +55,7 @@ func TestBudgetArithmetic(t *testing.T) {
 // Seed 000's experiment at the unit level: 100 retries from the reserve,
 // then 20 successes buy 4 more.
 func TestBudgetSeedExperiment(t *testing.T) {
-	b := mustTPSBudget(10*time.Second, 10, 0.2)
+	b := newTPSBudget(10*time.Second, 10, 0.2)
 	now := manual(b)
 	if got := withdrawals(b); got != 100 {
 		t.Fatalf("reserve: %d retries, want 100", got)
@@ -68,7 +68,7 @@ func TestBudgetSeedExperiment(t *testing.T) {
 		t.Errorf("after 20 successes: %d retries, want 4", got)
 	}
 	// ratio 2: every deposit allows two retries.
-	b = mustTPSBudget(10*time.Second, 0, 2)
+	b = newTPSBudget(10*time.Second, 0, 2)
 	manual(b)
 	b.Deposit()
 	if got := withdrawals(b); got != 2 {
@@ -78,7 +78,7 @@ func TestBudgetSeedExperiment(t *testing.T) {
 
 // Deposits and withdrawals expire after ttl, in windows of ttl/10.
 func TestBudgetExpiry(t *testing.T) {
-	b := mustTPSBudget(time.Second, 0, 1)
+	b := newTPSBudget(time.Second, 0, 1)
 	now := manual(b)
 	b.Deposit()
 	*now += 3 * time.Second
@@ -87,7 +87,7 @@ func TestBudgetExpiry(t *testing.T) {
 	}
 
 	// tower's tps_slots: a deposit 901 ms old is still valid.
-	b = mustTPSBudget(time.Second, 0, 0.5)
+	b = newTPSBudget(time.Second, 0, 0.5)
 	now = manual(b)
 	b.Deposit()
 	b.Deposit()
@@ -106,7 +106,7 @@ func TestBudgetExpiry(t *testing.T) {
 	}
 
 	// Spent reserve comes back once the withdrawals expire.
-	b = mustTPSBudget(time.Second, 3, 1)
+	b = newTPSBudget(time.Second, 3, 1)
 	now = manual(b)
 	if got := withdrawals(b); got != 3 {
 		t.Fatalf("%d retries, want 3", got)
@@ -123,7 +123,7 @@ func TestBudgetExpiry(t *testing.T) {
 }
 
 func TestNilBudgetIsUnlimited(t *testing.T) {
-	var b *TPSBudget
+	var b *tpsBudget
 	b.Deposit()
 	for range 1000 {
 		if !b.Withdraw() {
@@ -159,7 +159,7 @@ func TestNewBudgetRejects(t *testing.T) {
 }
 
 func BenchmarkBudgetParallel(b *testing.B) {
-	budget := mustTPSBudget(10*time.Second, 10, 0.2)
+	budget := newTPSBudget(10*time.Second, 10, 0.2)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		n := 0
@@ -187,16 +187,16 @@ func TestTinyRatioIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	manual(b)
-	if n := withdrawals(b); n != 0 {
+	manual(b.(*tpsBudget))
+	if n := withdrawals(b.(*tpsBudget)); n != 0 {
 		t.Errorf("the smallest ratio, with no reserve and no success, allowed %d retries", n)
 	}
 }
 
-// The zero Budget never panics: it is unlimited, like nil, and a policy
-// refuses it as the mistake it usually is.
+// The zero budget never panics: it is unlimited, like nil (only the
+// package can make one: NewTPSBudget never does).
 func TestZeroBudget(t *testing.T) {
-	var b TPSBudget
+	var b tpsBudget
 	b.Deposit()
 	for range 3 {
 		if !b.Withdraw() {
@@ -206,18 +206,12 @@ func TestZeroBudget(t *testing.T) {
 	if b.Retries() != -1 || b.String() != "unlimited" {
 		t.Errorf("Retries %d, String %q", b.Retries(), b.String())
 	}
-	p := Default()
-	p.Budget = &TPSBudget{}
-	var ce *ConfigError
-	if err := p.Validate(); !errors.As(err, &ce) || ce.Field != "Budget" {
-		t.Errorf("Validate: %v", err)
-	}
 }
 
 // Under steady traffic, with the clock moving a little at a time, a deposit
 // counts for the whole ttl, not half of it.
 func TestBudgetDepositsLastTheTTL(t *testing.T) {
-	b := mustTPSBudget(time.Second, 0, 1)
+	b := newTPSBudget(time.Second, 0, 1)
 	now := manual(b)
 	for range 100 {
 		b.Deposit()

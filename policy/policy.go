@@ -42,7 +42,7 @@ type Policy struct {
 	// idempotency) runs it once. A key the caller set is never replaced.
 	IdempotencyKeys bool
 	// Budget limits retries across every request sharing it; nil: no limit.
-	// Share one between the policies of one client (a *TPSBudget, or your
+	// Share one between the policies of one client (NewTPSBudget's, or your
 	// own).
 	Budget Budget
 	// Rand is the jitter's randomness, values in [0, 1), safe for
@@ -176,15 +176,8 @@ func (p *Policy) Validate() error {
 		return bad("Backoff.Jitter", p.Backoff.Jitter, "unknown jitter")
 	case p.RetryAfter.Max < 0:
 		return bad("RetryAfter.Max", p.RetryAfter.Max, "must not be negative")
-	case isZeroTPS(p.Budget):
-		return bad("Budget", "a zero TPSBudget", "must be made by NewTPSBudget")
 	}
 	return nil
-}
-
-func isZeroTPS(b Budget) bool {
-	t, ok := b.(*TPSBudget)
-	return ok && t != nil && t.window == 0
 }
 
 func orDefault(rnd func() float64) func() float64 {

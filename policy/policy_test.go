@@ -215,7 +215,6 @@ func TestValidate(t *testing.T) {
 		{func(p *policy.Policy) { p.Backoff.Base = -1 }, &policy.ConfigError{Field: "Backoff.Base", Value: time.Duration(-1), Reason: "must not be negative"}},
 		{func(p *policy.Policy) { p.Backoff.Jitter = 9 }, &policy.ConfigError{Field: "Backoff.Jitter", Value: policy.Jitter(9), Reason: "unknown jitter"}},
 		{func(p *policy.Policy) { p.RetryAfter.Max = -1 }, &policy.ConfigError{Field: "RetryAfter.Max", Value: time.Duration(-1), Reason: "must not be negative"}},
-		{func(p *policy.Policy) { p.Budget = new(policy.TPSBudget) }, &policy.ConfigError{Field: "Budget", Value: "a zero TPSBudget", Reason: "must be made by NewTPSBudget"}},
 	}
 	for _, tt := range tests {
 		p := policy.Default()

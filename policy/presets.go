@@ -22,7 +22,7 @@ func Default() Policy {
 		}.Classify,
 		Backoff:    Backoff{Base: 100 * time.Millisecond, Cap: 8 * time.Second},
 		RetryAfter: RetryAfter{Max: time.Minute},
-		Budget:     mustTPSBudget(10*time.Second, 10, 0.2),
+		Budget:     newTPSBudget(10*time.Second, 10, 0.2),
 	}
 }
 
@@ -37,13 +37,4 @@ func Never() Policy {
 		RetryAfter:  RetryAfter{Ignore: true},
 		// The zero Backoff resends at once.
 	}
-}
-
-// mustTPSBudget is NewTPSBudget for values known to be valid.
-func mustTPSBudget(ttl time.Duration, minPerSec int, ratio float64) *TPSBudget {
-	b, err := NewTPSBudget(ttl, minPerSec, ratio)
-	if err != nil {
-		panic(err)
-	}
-	return b
 }

@@ -82,7 +82,7 @@ func TestReqwestPresets(t *testing.T) {
 		}
 	}
 	fh := presets.ReqwestForHost("localhost")
-	if fh.Budget.(*policy.TPSBudget).Retries() != 100 || !fh.Scope.FromSecondRetry || fh.MaxAttempts != 3 || fh.Backoff.Base != 0 {
+	if fh.Budget.(interface{ Retries() int }).Retries() != 100 || !fh.Scope.FromSecondRetry || fh.MaxAttempts != 3 || fh.Backoff.Base != 0 {
 		t.Errorf("for_host: budget %v, scope %+v, attempts %d, backoff %+v", fh.Budget, fh.Scope, fh.MaxAttempts, fh.Backoff)
 	}
 	if d := presets.ReqwestDefault(); d.Budget != nil || d.MaxAttempts != 3 {

@@ -19,7 +19,7 @@ import (
 func TestCrossLayerOnSpans(t *testing.T) {
 	rec, tel := traced(t)
 	bottom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(crosslayer.ShouldRetryHeader, "false")
+		w.Header().Set("Retrystack-Should-Retry", "false")
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer bottom.Close()
@@ -40,13 +40,13 @@ func TestCrossLayerOnSpans(t *testing.T) {
 		w.WriteHeader(resp.StatusCode)
 	}), crosslayer.Config{})
 	req := httptest.NewRequest("GET", "/", nil)
-	req.Header.Set(crosslayer.AttemptHeader, "2; max=3")
+	req.Header.Set("Retrystack-Attempt", "2; max=3")
 	ctx, cancel := context.WithTimeout(req.Context(), 5*time.Second)
 	defer cancel()
-	req.Header.Set(crosslayer.TimeoutHeader, "4000")
+	req.Header.Set("Retrystack-Timeout-Ms", "4000")
 	w := httptest.NewRecorder()
 	svc.ServeHTTP(w, req.WithContext(ctx))
-	if w.Header().Get(crosslayer.ShouldRetryHeader) != "false" {
+	if w.Header().Get("Retrystack-Should-Retry") != "false" {
 		t.Errorf("the service's answer does not push back: %v", w.Header())
 	}
 
@@ -99,7 +99,7 @@ func TestTimeLeftUnderRenamedSignals(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
-			req.Header.Set(crosslayer.TimeoutHeader, "5") // a caller's own header of that name is not ours under other names
+			req.Header.Set("Retrystack-Timeout-Ms", "5") // a caller's own header of that name is not ours under other names
 			resp, err := client.Do(req)
 			if err != nil {
 				t.Fatal(err)

@@ -142,7 +142,7 @@ func CodexStream() policy.Policy {
 
 // Budget is policy.NewTPSBudget for values known to be valid (the lab's,
 // the tests'); it panics on a *policy.ConfigError.
-func Budget(ttl time.Duration, minPerSec int, ratio float64) *policy.TPSBudget {
+func Budget(ttl time.Duration, minPerSec int, ratio float64) policy.Budget {
 	b, err := policy.NewTPSBudget(ttl, minPerSec, ratio)
 	if err != nil {
 		panic(err)
