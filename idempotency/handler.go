@@ -18,7 +18,6 @@ import (
 	"github.com/retrystack/retrystack/internal/protocol"
 )
 
-
 // Config configures Handler. The zero value applies the protocol to POST
 // and PATCH requests that carry a key, in memory.
 type Config struct {

@@ -27,7 +27,7 @@ type Operation struct {
 	ended   atomic.Bool // the RoundTrip that started it returned: its trace is no longer answered
 	counted bool        // a Counter counts its sends (it entered through a Stack)
 	trace   *wire.Trace
-	traced  context.Context // the caller's context with the trace, composed by httptrace.WithClientTrace
+	traced  context.Context                 // the caller's context with the trace, composed by httptrace.WithClientTrace
 	discard atomic.Pointer[DiscardObserver] // a hedge above runs the layers below on several goroutines
 	owner   atomic.Pointer[Owner]
 	last    atomic.Pointer[Owner]
