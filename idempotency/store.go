@@ -37,12 +37,18 @@ type Store interface {
 	Release(ctx context.Context, key string) error
 }
 
-// Errors of Begin.
-var (
-	ErrInFlight = errors.New("idempotency: a request with this key is in flight")
-	ErrMismatch = errors.New("idempotency: the key was used for another request")
-	ErrFull     = errors.New("idempotency: the store is full")
+// Errors of Begin: constants, so no program can change them (compare
+// with errors.Is).
+const (
+	ErrInFlight storeError = "idempotency: a request with this key is in flight"
+	ErrMismatch storeError = "idempotency: the key was used for another request"
+	ErrFull     storeError = "idempotency: the store is full"
 )
+
+// storeError is the type of the errors of Begin.
+type storeError string
+
+func (e storeError) Error() string { return string(e) }
 
 // MemoryStore keeps keys in memory: for one instance and for tests. Its
 // zero value is not usable; use NewMemoryStore.
