@@ -128,13 +128,18 @@ const (
 
 var sendModes = []string{outsideStack, inStack, underRetry, callerTraces}
 
-func h2cIn(t *testing.T, p policy.Policy, mode string, faults ...faultserver.H2Fault) (*faultserver.H2Server, *http.Client) {
+// h2cIn returns a server with faults and a client that sends through a
+// retry layer under p in the given mode, and the report of that layer's
+// last operation (under another retry layer, ReportOf and the errors give
+// the outer layer's: the one whose answer the caller got).
+func h2cIn(t *testing.T, p policy.Policy, mode string, faults ...faultserver.H2Fault) (*faultserver.H2Server, *http.Client, func() *Report) {
 	t.Helper()
 	srv, err := faultserver.NewH2(faultserver.H2Config{Faults: faults})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(Config{Policy: p})
+	var last atomic.Pointer[Report]
+	e, err := New(Config{Policy: p, Hooks: Hooks{OnAttempt: func(ev Event) { last.Store(ev.Report) }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +161,7 @@ func h2cIn(t *testing.T, p policy.Policy, mode string, faults ...faultserver.H2F
 	}
 	c := &http.Client{Transport: rt}
 	t.Cleanup(func() { c.CloseIdleConnections(); srv.Close() })
-	return srv, c
+	return srv, c, last.Load
 }
 
 func mustStack(t *testing.T, layers ...middleware.Layer) middleware.Stack {
@@ -193,6 +198,15 @@ func TestHiddenRetriesHTTP2(t *testing.T) {
 			[]AttemptRecord{{Processed: policy.SentNoResponse, Decision: policy.Stop(policy.StopNonRetryable)}}},
 		{"GOAWAY at the stream: may be processed", policy.Default(), faultserver.H2GoAwayProcessed, "GET", nil, 1, true,
 			[]AttemptRecord{{Processed: policy.SentNoResponse, Decision: policy.Stop(policy.StopNonRetryable)}}},
+		// RST_STREAM(INTERNAL_ERROR) after the request arrived, as a proxy
+		// sends when its upstream fails: sent, no response. A GET is
+		// retried, as over HTTP/1.1; a POST without a key is not.
+		{"stream reset: GET retried", policy.Default(), faultserver.H2ResetInternalError, "GET", nil, 2, false,
+			[]AttemptRecord{
+				{Processed: policy.SentNoResponse, Decision: policy.Retry("connection")},
+				{Status: 200, Processed: policy.Responded, Resend: 1, Decision: policy.Stop(policy.StopSuccess)}}},
+		{"stream reset: POST not retried", policy.Default(), faultserver.H2ResetInternalError, "POST", bytes.NewReader([]byte("x")), 1, true,
+			[]AttemptRecord{{Processed: policy.SentNoResponse, Decision: policy.Stop(policy.StopNotIdempotent)}}},
 	}
 	for _, tt := range tests {
 		for _, mode := range sendModes {
@@ -209,7 +223,7 @@ func hiddenRetryHTTP2(t *testing.T, mode string, p policy.Policy, fault faultser
 	} else if body != nil {
 		body = io.NopCloser(strings.NewReader("x"))
 	}
-	srv, c := h2cIn(t, p, mode, fault)
+	srv, c, inner := h2cIn(t, p, mode, fault)
 	req, _ := http.NewRequest(method, srv.URL()+"/", body)
 	var callerConns atomic.Int32
 	if mode == callerTraces {
@@ -228,6 +242,9 @@ func hiddenRetryHTTP2(t *testing.T, mode string, p policy.Policy, fault faultser
 	} else {
 		resp.Body.Close()
 		rep = ReportOf(resp)
+	}
+	if mode == underRetry {
+		rep = inner()
 	}
 	if (err != nil) != wantErr {
 		t.Errorf("error %v, want error %v", err, wantErr)

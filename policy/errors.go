@@ -31,9 +31,14 @@ const (
 	ErrorRefusedStream                  // HTTP/2 RST_STREAM(REFUSED_STREAM): the server did not process it
 	ErrorGoAway                         // HTTP/2 GOAWAY(NO_ERROR): a graceful shutdown
 	ErrorProtocol                       // another HTTP/2 stream or connection error
+	// ErrorStreamReset is an HTTP/2 RST_STREAM(INTERNAL_ERROR or CANCEL):
+	// what a reverse proxy sends when its upstream fails. The request was
+	// sent and got no response, as when an HTTP/1.1 connection is reset,
+	// so an idempotent request may be retried (RFC 9110 §9.2.2).
+	ErrorStreamReset
 )
 
-var kindNames = [...]string{"other", "canceled", "timeout", "refused", "reset", "eof", "tls", "certificate", "dns", "dns-not-found", "refused-stream", "goaway", "protocol"}
+var kindNames = [...]string{"other", "canceled", "timeout", "refused", "reset", "eof", "tls", "certificate", "dns", "dns-not-found", "refused-stream", "goaway", "protocol", "stream-reset"}
 
 func (k ErrorKind) String() string {
 	if int(k) < len(kindNames) {
@@ -43,11 +48,11 @@ func (k ErrorKind) String() string {
 }
 
 // Transient reports whether an error of this kind may go away on its own:
-// timeout, refused, reset, EOF, TLS handshake, temporary DNS failures and
-// the HTTP/2 protocol NACKs.
+// timeout, refused, reset, EOF, TLS handshake, temporary DNS failures, the
+// HTTP/2 protocol NACKs and an HTTP/2 stream reset by a failing upstream.
 func (k ErrorKind) Transient() bool {
 	switch k {
-	case ErrorTimeout, ErrorRefused, ErrorReset, ErrorEOF, ErrorTLS, ErrorDNS, ErrorRefusedStream, ErrorGoAway:
+	case ErrorTimeout, ErrorRefused, ErrorReset, ErrorEOF, ErrorTLS, ErrorDNS, ErrorRefusedStream, ErrorGoAway, ErrorStreamReset:
 		return true
 	}
 	return false
@@ -63,7 +68,7 @@ func (k ErrorKind) cause() string {
 	switch k {
 	case ErrorTimeout:
 		return "timeout"
-	case ErrorRefused, ErrorReset, ErrorEOF, ErrorTLS, ErrorDNS:
+	case ErrorRefused, ErrorReset, ErrorEOF, ErrorTLS, ErrorDNS, ErrorStreamReset:
 		return "connection"
 	case ErrorRefusedStream, ErrorGoAway, ErrorProtocol:
 		return "protocol"
@@ -108,10 +113,7 @@ func KindOf(err error) ErrorKind {
 		return ErrorEOF
 	}
 	if stream, ok := errors.AsType[http2.StreamError](err); ok {
-		if stream.Code == http2.ErrCodeRefusedStream {
-			return ErrorRefusedStream
-		}
-		return ErrorProtocol
+		return streamKind(stream.Code)
 	}
 	//lint:ignore SA1019 golang.org/x/net/http2's Transport, which users still configure, returns it
 	if goAway, ok := errors.AsType[http2.GoAwayError](err); ok {
@@ -149,10 +151,7 @@ func bundledHTTP2(err error) (ErrorKind, bool) {
 		}
 		switch {
 		case t.Name() == "http2StreamError" && name == "Code":
-			if http2.ErrCode(code.Uint()) == http2.ErrCodeRefusedStream {
-				return ErrorRefusedStream, true
-			}
-			return ErrorProtocol, true
+			return streamKind(http2.ErrCode(code.Uint())), true
 		case t.Name() == "http2GoAwayError" && name == "ErrCode":
 			if http2.ErrCode(code.Uint()) == http2.ErrCodeNo {
 				return ErrorGoAway, true
@@ -161,6 +160,17 @@ func bundledHTTP2(err error) (ErrorKind, bool) {
 		}
 	}
 	return 0, false
+}
+
+// streamKind is the kind of an HTTP/2 stream reset with code c.
+func streamKind(c http2.ErrCode) ErrorKind {
+	switch c {
+	case http2.ErrCodeRefusedStream:
+		return ErrorRefusedStream
+	case http2.ErrCodeInternal, http2.ErrCodeCancel:
+		return ErrorStreamReset
+	}
+	return ErrorProtocol // a fault of the protocol's own: sending it again would meet it again
 }
 
 // is reports whether err's tree holds an E.

@@ -21,6 +21,9 @@ func TestKindOfStandardHTTP2Errors(t *testing.T) {
 		// net/http cannot resend comes back as a plain error, its reason in
 		// the message only: unclassifiable, docs/hidden-retries.md.)
 		{faultserver.H2GoAwayProcessed, policy.ErrorGoAway},
+		// A stream reset by a proxy whose upstream failed: the request was
+		// sent and got no response.
+		{faultserver.H2ResetInternalError, policy.ErrorStreamReset},
 	} {
 		h2, err := faultserver.NewH2(faultserver.H2Config{Faults: []faultserver.H2Fault{tt.fault}})
 		if err != nil {

@@ -37,6 +37,10 @@ const (
 	// H2ResetProtocolError reads the whole request, then sends
 	// RST_STREAM(PROTOCOL_ERROR).
 	H2ResetProtocolError
+	// H2ResetInternalError reads the whole request, then sends
+	// RST_STREAM(INTERNAL_ERROR): what a reverse proxy sends when its
+	// upstream fails. The request may have been processed.
+	H2ResetInternalError
 )
 
 // String returns the fault's short name, e.g. "refuse"; values outside the
@@ -53,6 +57,8 @@ func (f H2Fault) String() string {
 		return "goaway-processed"
 	case H2ResetProtocolError:
 		return "reset-protocol-error"
+	case H2ResetInternalError:
+		return "reset-internal-error"
 	}
 	return "H2Fault(" + strconv.Itoa(int(f)) + ")"
 }
@@ -289,7 +295,7 @@ func (hc *h2conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	if seq <= len(s.faults) {
 		fault = s.faults[seq-1]
 	}
-	if fault < H2Serve || fault > H2ResetProtocolError {
+	if fault < H2Serve || fault > H2ResetInternalError {
 		fault = H2Serve
 	}
 	s.log = append(s.log, H2Stream{
@@ -354,6 +360,8 @@ func (hc *h2conn) complete(id uint32, st *h2stream) error {
 		return hc.goAway(id)
 	case H2ResetProtocolError:
 		return hc.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
+	case H2ResetInternalError:
+		return hc.fr.WriteRSTStream(id, http2.ErrCodeInternal)
 	}
 	return hc.respond(id, st)
 }

@@ -62,6 +62,7 @@ func TestH2FaultString(t *testing.T) {
 		{H2GoAway, "goaway"},
 		{H2GoAwayProcessed, "goaway-processed"},
 		{H2ResetProtocolError, "reset-protocol-error"},
+		{H2ResetInternalError, "reset-internal-error"},
 		{H2Fault(42), "H2Fault(42)"},
 	}
 	for _, tt := range tests {
