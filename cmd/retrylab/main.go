@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // defaultRun selects the acceptance table's rows; the lab's own rows (base/,
 // fix/) run when -run names them.
-const defaultRun = `^(seed\d+|chain|ratelimit|routes|breaker|hedge|writes)/`
+const defaultRun = `^(seed\d+|chain|ratelimit|routes|breaker|hedge|writes|field)/`
 
 const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-wide] [-stack a,b,c] [-preset NAME] [-otlp URL]
 

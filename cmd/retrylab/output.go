@@ -91,6 +91,7 @@ var groups = map[string]string{
 	"breaker":   "a circuit breaker outside and inside the retry layer (docs/ordering.md)",
 	"hedge":     "hedged requests against a slow tail (docs/ordering.md)",
 	"writes":    "safe writes: automatic Idempotency-Key and the server's protocol (docs/safe-writes.md)",
+	"field":     "faults of the field, under retrystack's defaults: the SDKs and proxies it runs behind",
 	"base":      "net/http alone, no retry layer",
 	"fix":       "the lab's own fixes of the seeds' pitfalls",
 }
