@@ -22,7 +22,7 @@ const (
 	ErrorCanceled                       // context.Canceled
 	ErrorTimeout                        // a net.Error whose Timeout() is true, or context.DeadlineExceeded
 	ErrorRefused                        // ECONNREFUSED
-	ErrorReset                          // ECONNRESET, ECONNABORTED, EPIPE
+	ErrorReset                          // ECONNRESET, ECONNABORTED, EPIPE, net.ErrClosed in flight
 	ErrorEOF                            // the connection ended before a response (io.EOF, io.ErrUnexpectedEOF)
 	ErrorTLS                            // a TLS handshake failure other than certificate verification
 	ErrorCertificate                    // certificate verification failed: retrying cannot help
@@ -108,6 +108,12 @@ func KindOf(err error) ErrorKind {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return ErrorRefused
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE):
+		return ErrorReset
+	case errors.Is(err, net.ErrClosed):
+		// net/http reads and writes a connection on two goroutines: when
+		// the reader meets a reset first, it closes the connection, and
+		// the writer's "use of closed network connection" is what comes
+		// back. The same reset, the same kind, whichever side saw it.
 		return ErrorReset
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return ErrorEOF

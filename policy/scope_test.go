@@ -50,6 +50,12 @@ func TestHTTP2Kinds(t *testing.T) {
 		//lint:ignore SA1019 as above
 		{http2.GoAwayError{ErrCode: http2.ErrCodeEnhanceYourCalm}, policy.ErrorProtocol, false},
 		{http2.ConnectionError(http2.ErrCodeProtocol), policy.ErrorProtocol, false},
+		{http2.StreamError{StreamID: 5, Code: http2.ErrCodeInternal}, policy.ErrorStreamReset, false},
+		{fmt.Errorf("round trip: %w", http2.StreamError{StreamID: 7, Code: http2.ErrCodeCancel}), policy.ErrorStreamReset, false},
+		{http2.StreamError{StreamID: 9, Code: http2.ErrCodeEnhanceYourCalm}, policy.ErrorProtocol, false},
+		// net/http's writer, when its reader closed the connection after a
+		// reset: the same reset.
+		{&net.OpError{Op: "write", Net: "tcp", Err: net.ErrClosed}, policy.ErrorReset, false},
 	}
 	for _, tt := range tests {
 		k := policy.KindOf(tt.err)

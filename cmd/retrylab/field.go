@@ -1,6 +1,13 @@
 package main
 
-import "github.com/retrystack/retrystack/internal/faultserver"
+import (
+	"bytes"
+	"fmt"
+	"net/url"
+	"strconv"
+
+	"github.com/retrystack/retrystack/internal/faultserver"
+)
 
 // fieldRows are faults of the field, met inside the SDKs and proxies the
 // library is embedded behind, under retrystack's defaults.
@@ -20,4 +27,27 @@ var fieldRows = []scenario{
 		want: expect{"1", "error", "not-idempotent", "-"},
 		note: "the same reset; the POST may have had its effect, so it is not resent.",
 	},
+	{
+		id:     "field/upload-reset-mid-body",
+		setup:  "policy.Default(); 20 sequential PUTs, each with a 2 MiB body net/http can replay (GetBody); the server reads 64 KiB of each first attempt, then resets the connection, and answers 200 to the second. extra not_retried counts the PUTs that were not retried",
+		preset: "default", run: uploadsReset,
+		want: expect{"-", "200", "success", "not_retried=0"},
+		note: "net/http reads and writes on two goroutines: whichever meets the reset first, it is the same reset, retried the same way.",
+	},
+}
+
+// uploadsReset sends 20 PUTs of 2 MiB that the server resets after 64 KiB
+// the first time.
+func uploadsReset(t *trial) {
+	body := bytes.Repeat([]byte("0123456789abcdef"), 2<<20/16)
+	notRetried := 0
+	for i := range 20 {
+		sub := url.QueryEscape(fmt.Sprintf("%s/put-%d", t.key, i))
+		before := t.count()
+		status, _, err := t.do("PUT", "/upload?key="+sub, bytes.NewReader(body))
+		if err != nil || status != 200 || t.count()-before != 2 {
+			notRetried++
+		}
+	}
+	t.extra["not_retried"] = strconv.Itoa(notRetried)
 }

@@ -12,7 +12,7 @@
 //
 // # Routes of the HTTP/1.1 server
 //
-// Every route reads the whole request body first and logs the request (see
+// Every route but /upload reads the whole request body first and logs the request (see
 // [Entry], which keeps the traceparent header too). State and counters are kept per route and per key, the query
 // parameter "key" (empty when absent), so parallel tests that use distinct
 // keys never see each other's requests.
@@ -41,6 +41,8 @@
 //	/echo                  200 with a JSON [Echo] of the request
 //	/auth                  401 unless "Authorization: Bearer T" with T = token (default "new");
 //	                       then 200 with T as the body
+//	/upload                reads read=N bytes (default 64 KiB) of the first request's body per key,
+//	                       then resets the connection; later requests: 200 with the body's SHA-256 (hex)
 //
 // The status routes (/s, /fail, /slow/headers) take optional parameters:
 // size=N for an N-byte body, retry-after=V for a literal Retry-After header

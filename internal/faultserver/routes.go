@@ -1,9 +1,12 @@
 package faultserver
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -26,6 +29,9 @@ type Echo struct {
 type route struct {
 	name   string
 	handle func(*request) error
+	// readsBody: the route reads the body itself (serve does not read it
+	// first).
+	readsBody bool
 }
 
 // match finds the route for a path and returns its path arguments.
@@ -33,35 +39,37 @@ func match(path string) (route, []string) {
 	p := strings.Split(strings.Trim(path, "/"), "/")
 	switch {
 	case len(p) == 2 && p[0] == "s":
-		return route{"/s", (*request).status}, p[1:]
+		return route{"/s", (*request).status, false}, p[1:]
 	case len(p) == 2 && len(p[1]) == 4 && p[1][0] == 's': // /{endpoint}/s{code}
-		return route{"/" + p[0] + "/s", (*request).status}, []string{p[1][1:]}
+		return route{"/" + p[0] + "/s", (*request).status, false}, []string{p[1][1:]}
 	case len(p) == 3 && p[0] == "fail":
-		return route{"/fail", (*request).fail}, p[1:]
+		return route{"/fail", (*request).fail, false}, p[1:]
 	case len(p) == 3 && p[0] == "redirect":
-		return route{"/redirect", (*request).redirect}, p[1:]
+		return route{"/redirect", (*request).redirect, false}, p[1:]
 	case len(p) == 2 && p[0] == "slow" && p[1] == "headers":
-		return route{"/slow/headers", (*request).slowHeaders}, nil
+		return route{"/slow/headers", (*request).slowHeaders, false}, nil
 	case len(p) == 2 && p[0] == "slow" && p[1] == "body":
-		return route{"/slow/body", (*request).slowBody}, nil
+		return route{"/slow/body", (*request).slowBody, false}, nil
 	case len(p) == 1:
 		switch p[0] {
 		case "abort":
-			return route{"/abort", (*request).abort}, nil
+			return route{"/abort", (*request).abort, false}, nil
 		case "truncated":
-			return route{"/truncated", (*request).truncated}, nil
+			return route{"/truncated", (*request).truncated, false}, nil
 		case "orders":
-			return route{"/orders", (*request).orders}, nil
+			return route{"/orders", (*request).orders, false}, nil
 		case "login":
-			return route{"/login", (*request).login}, nil
+			return route{"/login", (*request).login, false}, nil
 		case "me":
-			return route{"/me", (*request).me}, nil
+			return route{"/me", (*request).me, false}, nil
 		case "write":
-			return route{"/write", (*request).write}, nil
+			return route{"/write", (*request).write, false}, nil
 		case "echo":
-			return route{"/echo", (*request).echo}, nil
+			return route{"/echo", (*request).echo, false}, nil
 		case "auth":
-			return route{"/auth", (*request).auth}, nil
+			return route{"/auth", (*request).auth, false}, nil
+		case "upload":
+			return route{name: "/upload", handle: (*request).upload, readsBody: true}, nil
 		}
 	}
 	return route{}, nil
@@ -75,6 +83,15 @@ type request struct {
 	bodyBytes int64
 	w         *recorder
 	s         *Server
+	seq       int // its number in the log
+}
+
+// setBodyBytes logs how much of the body a route that reads it itself read.
+func (r *request) setBodyBytes(n int64) {
+	r.bodyBytes = n
+	r.s.mu.Lock()
+	r.s.log[r.seq-1].BodyBytes = n
+	r.s.mu.Unlock()
 }
 
 func (r *request) status() error {
@@ -388,6 +405,33 @@ func (r *request) send(code int, a answer, hints bool) error {
 	h.Set("Content-Length", strconv.Itoa(len(a.body)))
 	r.w.WriteHeader(code)
 	_, err := r.w.Write([]byte(a.body))
+	return err
+}
+
+// upload reads read=N bytes of the body of the first request per key
+// (default 64 KiB), then resets the connection: a proxy or server giving
+// up mid-upload. Later requests are read whole and answered 200 with the
+// SHA-256 of the body they carried.
+func (r *request) upload() error {
+	limit := int64(64 << 10)
+	if v := r.URL.Query().Get("read"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return errors.New("read must be a byte count")
+		}
+		limit = n
+	}
+	if r.next() == 0 {
+		n, _ := io.CopyN(io.Discard, r.Body, limit)
+		r.setBodyBytes(n)
+		return r.drop(true)
+	}
+	h := sha256.New()
+	n, _ := io.Copy(h, r.Body)
+	r.setBodyBytes(n)
+	sum := hex.EncodeToString(h.Sum(nil))
+	r.w.Header().Set("Content-Length", strconv.Itoa(len(sum)))
+	_, err := r.w.Write([]byte(sum))
 	return err
 }
 

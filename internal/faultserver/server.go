@@ -240,13 +240,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.stats[routeKey{rt.name, key}] = st
 	s.mu.Unlock()
 
-	n, _ := io.Copy(io.Discard, r.Body)
-	s.mu.Lock()
-	s.log[seq-1].BodyBytes = n
-	s.mu.Unlock()
+	var n int64
+	if !rt.readsBody {
+		n, _ = io.Copy(io.Discard, r.Body)
+		s.mu.Lock()
+		s.log[seq-1].BodyBytes = n
+		s.mu.Unlock()
+	}
 
 	rw := &recorder{ResponseWriter: w, s: s, seq: seq}
-	req := &request{Request: r, key: key, args: args, bodyBytes: n, w: rw, s: s}
+	req := &request{Request: r, key: key, args: args, bodyBytes: n, w: rw, s: s, seq: seq}
 	if rt.handle == nil {
 		http.NotFound(rw, r)
 	} else if err := rt.handle(req); err != nil && rw.status == 0 {
