@@ -13,18 +13,30 @@ import (
 
 	"github.com/retrystack/retrystack/internal/inbound"
 	"github.com/retrystack/retrystack/internal/protocol"
+	"github.com/retrystack/retrystack/policy"
 )
 
-// Signals names the protocol's headers; the zero value uses the default
-// names and speaks the protocol. Client and services must agree on the
-// names.
+// Signals names the protocol's headers and the hosts a retry layer speaks
+// it with. Client and services must agree on the names.
 type Signals struct {
 	Attempt     string // "" means Retrystack-Attempt
 	Timeout     string // "" means Retrystack-Timeout-Ms
 	ShouldRetry string // "" means Retrystack-Should-Retry
-	// Off stops a retry layer from sending the request headers and from
-	// obeying a "do not retry"; Handler then does nothing.
+	// To names the hosts a retry layer speaks the protocol with: on a
+	// request to one of them it sends the request headers and obeys a "do
+	// not retry". nil, the zero value: none, since a third-party server
+	// (S3, Stripe) has no use for them, and must not be able to stop
+	// retries. A chain of services turns it on in one line:
+	// To: &policy.Scope{} (every host), or &policy.Scope{Hosts: ...}.
+	To *policy.Scope
+	// Off stops a retry layer from speaking the protocol whatever To says;
+	// Handler then does nothing.
 	Off bool
+}
+
+// Covers reports whether a retry layer speaks the protocol on req.
+func (s Signals) Covers(req *http.Request) bool {
+	return !s.Off && s.To != nil && s.To.Covers(req)
 }
 
 // Names returns the three header names in use.

@@ -9,6 +9,7 @@ import (
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/crosslayer"
 	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/policy"
 )
 
 // A service in front of an overloaded one: its own client retries, gives
@@ -36,7 +37,9 @@ func ExampleHandler() {
 	}), crosslayer.Config{}))
 	defer middle.Close()
 
-	caller, _ := retrystack.NewClient(retrystack.Config{})
+	// The caller speaks the protocol with the services of its chain (here
+	// on 127.0.0.1), never with a third party.
+	caller, _ := retrystack.NewClient(retrystack.Config{Signals: crosslayer.Signals{To: &policy.Scope{Hosts: []string{"127.0.0.1"}}}})
 	defer caller.CloseIdleConnections()
 	resp, err := caller.Get(middle.URL)
 	if err != nil {

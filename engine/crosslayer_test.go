@@ -41,9 +41,14 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(code)
 }
 
+// crossClient is a client of a service in a chain: it speaks the
+// protocol with every host unless cfg.Signals says otherwise.
 func crossClient(t *testing.T, cfg Config, h http.Handler) (*http.Client, string) {
 	t.Helper()
 	srv := httptest.NewServer(h)
+	if cfg.Signals.To == nil {
+		cfg.Signals.To = &policy.Scope{}
+	}
 	e, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +138,53 @@ func TestPushbackStops(t *testing.T) {
 	resp.Body.Close()
 	if len(rec.attempts) != 3 {
 		t.Errorf("with Off: %d requests, want 3", len(rec.attempts))
+	}
+}
+
+// The protocol is spoken only with the hosts Signals.To names: to any
+// other (a third party: S3, Stripe) no Retrystack-* header is sent, under
+// a deadline neither, and its "do not retry" is not obeyed.
+func TestSignalsOnlyToNamedHosts(t *testing.T) {
+	p := policy.Default()
+	p.Timeout = time.Minute
+	for _, c := range []struct {
+		name      string
+		to        *policy.Scope
+		requests  int
+		sendsSome bool
+	}{
+		{"no host named (the default)", nil, 3, false},
+		{"another host named", &policy.Scope{Hosts: []string{"s1.internal"}}, 3, false},
+		{"this host named", &policy.Scope{Hosts: []string{"127.0.0.1"}}, 1, true},
+		{"every host", &policy.Scope{}, 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &recorder{script: []int{503}, header: http.Header{"Retrystack-Should-Retry": {"false"}}}
+			srv := httptest.NewServer(rec)
+			defer srv.Close()
+			e, err := New(Config{Policy: p, Signals: crosslayer.Signals{To: c.to}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+			tr := &http.Transport{}
+			defer tr.CloseIdleConnections()
+			cl := &http.Client{Transport: mustStack(t, e.Layer()).Then(tr)}
+			resp, err := cl.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			sent := false
+			for i := range rec.attempts {
+				sent = sent || rec.attempts[i] != "" || rec.timeouts[i] != ""
+			}
+			if len(rec.attempts) != c.requests || sent != c.sendsSome {
+				t.Errorf("%d requests, headers sent %v (attempts %q, time left %q); want %d, %v", len(rec.attempts), sent, rec.attempts, rec.timeouts, c.requests, c.sendsSome)
+			}
+		})
 	}
 }
 

@@ -35,11 +35,11 @@ type Config struct {
 	// 401 is the answer. It must not read the response body. A request it
 	// makes with ctx is an operation of its own.
 	RefreshAuth func(ctx context.Context, resp *http.Response) error
-	// Signals names the headers of the cross-layer protocol (package
-	// crosslayer): each retry carries its attempt number, each attempt
-	// under a deadline the time left, and a response that says not to be
-	// retried stops the operation with the reason "pushback". The zero
-	// value speaks it with the default names.
+	// Signals configures the cross-layer protocol (package crosslayer)
+	// with the hosts its To names: each retry carries its attempt number,
+	// each attempt under a deadline the time left, and a response that
+	// says not to be retried stops the operation with the reason
+	// "pushback". The zero value speaks it with no host.
 	Signals crosslayer.Signals
 	// Routes give the HTTP requests they match policies of their own (the
 	// first match wins, WithRoute overrides); the others run under

@@ -98,6 +98,7 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 		req = withKey(req, op)
 	}
 	o.e, o.req, o.operation = e, req, op
+	o.signals = e.signals.Covers(req)
 	o.rep.Policy, o.rep.Layer = e.p.Name, e.layer
 	o.rep.Attempts = o.rep.attempt[:0]
 	var hooks context.Context = req.Context() // what hooks get: detached, if any hook needs it
@@ -229,6 +230,7 @@ type httpOp struct {
 	attempts  int32       // attempts made, for numbering without a Stack
 	refreshed bool        // RefreshAuth ran for this operation
 	compose   bool        // each attempt composes o's trace with the operation's
+	signals   bool        // o speaks the cross-layer protocol with the request's host
 	rep       Report
 	outside   *operation.Context // the hooks' and RefreshAuth's: the operation detached; nil when the engine has neither
 	owner     operation.Owner    // what the layers below read, when o owns the operation
@@ -268,7 +270,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	// The cross-layer headers: the attempt on a retry, the time left
 	// under a deadline.
 	attemptHdr, timeoutHdr := "", ""
-	if !o.e.signals.Off {
+	if o.signals {
 		if n > 1 {
 			attemptHdr = o.e.attemptValue(n)
 		}
@@ -278,7 +280,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	}
 	// A request forwarded from a caller (a proxy) may carry the caller's
 	// values: this layer's own replace them, or they go.
-	stale := !o.e.signals.Off && ((attemptHdr == "" && len(o.req.Header[o.e.attemptHeader]) > 0) ||
+	stale := o.signals && ((attemptHdr == "" && len(o.req.Header[o.e.attemptHeader]) > 0) ||
 		(timeoutHdr == "" && len(o.req.Header[o.e.timeoutHeader]) > 0))
 	headers := attemptHdr != "" || timeoutHdr != "" || stale
 	r := o.req
@@ -298,7 +300,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	if o.e.prepare != nil || headers {
 		// Prepare and the headers change this attempt's header, never the
 		// caller's.
-		r.Header = withSignals(o.req.Header, o.e.attemptHeader, attemptHdr, o.e.timeoutHeader, timeoutHdr, !o.e.signals.Off)
+		r.Header = withSignals(o.req.Header, o.e.attemptHeader, attemptHdr, o.e.timeoutHeader, timeoutHdr, o.signals)
 	}
 	if o.e.prepare != nil {
 		if err := o.e.prepare(r, n); err != nil {
@@ -349,7 +351,7 @@ func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error)
 		}
 	}
 	d := o.e.p.Classify(policy.Attempt{Request: o.req, Response: resp, Err: err, Number: n, Processed: info.processed})
-	if d.Retry && err == nil && !o.e.signals.Off && strings.EqualFold(resp.Header.Get(o.e.shouldRetryHeader), "false") {
+	if d.Retry && err == nil && o.signals && strings.EqualFold(resp.Header.Get(o.e.shouldRetryHeader), "false") {
 		// A layer below retried already, or the server is overloaded:
 		// retrying here would multiply its load.
 		return policy.Stop(policy.StopPushback)
@@ -437,7 +439,7 @@ func (o *httpOp) emit(e middleware.Event) {
 // TimeoutHeader is the name of the header with which o tells the server
 // the time left, or "" when it sends none (operation.Owner.TimeoutHeader).
 func (o *httpOp) TimeoutHeader() string {
-	if o.e.signals.Off {
+	if !o.signals {
 		return ""
 	}
 	return o.e.timeoutHeader

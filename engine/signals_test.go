@@ -45,7 +45,7 @@ func TestTimeLeftAfterPrepare(t *testing.T) {
 	p := policy.Default()
 	p.Timeout = time.Minute
 	var sent string
-	e, _ := engine.New(engine.Config{Policy: p, Prepare: func(*http.Request, int) error {
+	e, _ := engine.New(engine.Config{Policy: p, Signals: crosslayer.Signals{To: &policy.Scope{}}, Prepare: func(*http.Request, int) error {
 		<-time.After(100 * time.Millisecond) // a slow token fetch: timers never fire early
 		return nil
 	}})

@@ -78,7 +78,7 @@ func TestPanicBelowReachesTheCaller(t *testing.T) {
 // attempt began: the retry layer above restamps its copy.
 func TestHedgeTellsTheTimeLeftWhenSent(t *testing.T) {
 	for _, name := range []string{"", "X-Deadline-Ms"} {
-		sig := crosslayer.Signals{Timeout: name}
+		sig := crosslayer.Signals{Timeout: name, To: &policy.Scope{}}
 		_, header, _ := sig.Names()
 		var mu sync.Mutex
 		var got []int

@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/crosslayer"
+	"github.com/retrystack/retrystack/policy"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -23,7 +24,7 @@ func TestCrossLayerOnSpans(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer bottom.Close()
-	client, err := retrystack.NewClient(retrystack.Config{Telemetry: tel})
+	client, err := retrystack.NewClient(retrystack.Config{Telemetry: tel, Signals: crosslayer.Signals{To: &policy.Scope{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,9 +86,10 @@ func TestTimeLeftUnderRenamedSignals(t *testing.T) {
 		signals crosslayer.Signals
 		want    bool
 	}{
-		{"default", crosslayer.Signals{}, true},
-		{"renamed", crosslayer.Signals{Timeout: "X-Deadline-Ms"}, true},
-		{"off", crosslayer.Signals{Off: true}, false},
+		{"default names", crosslayer.Signals{To: &policy.Scope{}}, true},
+		{"renamed", crosslayer.Signals{Timeout: "X-Deadline-Ms", To: &policy.Scope{}}, true},
+		{"off", crosslayer.Signals{Off: true, To: &policy.Scope{}}, false},
+		{"no host named", crosslayer.Signals{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec, tel := traced(t)

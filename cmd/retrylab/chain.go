@@ -32,15 +32,15 @@ var chainRows = []scenario{
 	},
 	{
 		id:     "chain/one-layer-retries",
-		setup:  "the same chain with policy.Default() in every client and crosslayer.Handler on S1, S2, S3: only S2 retries, S1 and the caller get \"do not retry\"",
-		preset: "default",
-		run:    func(t *trial) { t.chain(chainSpec{inbound: true}) },
-		want:   expect{"1,1,3", "503", "pushback|non-retryable|attempts-exhausted", "-"},
+		setup:  "the same chain with policy.Default() in every client, each speaking the cross-layer protocol with the chain's host (Signals.To: 127.0.0.1), and crosslayer.Handler on S1, S2, S3: only S2 retries, S1 and the caller get \"do not retry\"",
+		preset: "default", engine: signalsToChain,
+		run:  func(t *trial) { t.chain(chainSpec{inbound: true}) },
+		want: expect{"1,1,3", "503", "pushback|non-retryable|attempts-exhausted", "-"},
 	},
 	{
 		id:     "chain/deadline-propagated",
 		setup:  "the same; the caller's deadline is 1 s, S3 takes 400 ms and then answers 503; the time left travels with each request. bottom_after_deadline: S3's requests started after the caller's deadline",
-		preset: "default", tune: fixedRand(0.5),
+		preset: "default", tune: fixedRand(0.5), engine: signalsToChain,
 		run: func(t *trial) {
 			t.chain(chainSpec{inbound: true, bottomDelay: 400 * time.Millisecond, deadline: time.Second})
 		},
@@ -49,9 +49,9 @@ var chainRows = []scenario{
 	{
 		id:     "chain/storm",
 		setup:  "the same, S3 always 503; 1000 GETs from the caller, 50 at a time. bottom_per_op: S3's requests per caller GET",
-		preset: "default",
-		run:    func(t *trial) { t.chain(chainSpec{inbound: true, ops: 1000, parallel: 50}) },
-		want:   expect{"-", "503", "-", "bottom_per_op_under=1.3"},
+		preset: "default", engine: signalsToChain,
+		run:  func(t *trial) { t.chain(chainSpec{inbound: true, ops: 1000, parallel: 50}) },
+		want: expect{"-", "503", "-", "bottom_per_op_under=1.3"},
 	},
 }
 
@@ -99,6 +99,12 @@ var routeRows = []scenario{
 }
 
 func signalsOff(_ *trial, cfg *engine.Config) { cfg.Signals.Off = true }
+
+// signalsToChain names the chain's host (every service listens on
+// 127.0.0.1): the one line a chain of services turns the protocol on with.
+func signalsToChain(_ *trial, cfg *engine.Config) {
+	cfg.Signals.To = &policy.Scope{Hosts: []string{"127.0.0.1"}}
+}
 
 // chainSpec is how a chain row's services behave and how it is called.
 type chainSpec struct {

@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 
+	"github.com/retrystack/retrystack"
+	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/internal/faultserver"
 )
 
@@ -26,6 +30,13 @@ var fieldRows = []scenario{
 		run:  func(t *trial) { t.send("POST", "/", "bytes") },
 		want: expect{"1", "error", "not-idempotent", "-"},
 		note: "the same reset; the POST may have had its effect, so it is not resent.",
+	},
+	{
+		id:     "field/signals-third-party",
+		setup:  "NewTransport(Config{}), no host named for the cross-layer protocol; GET: 503, then 200. extra signal_headers counts the Retrystack-* request headers the server received",
+		preset: "default", run: signalsToThirdParty,
+		want: expect{"2", "200", "success", "signal_headers=0"},
+		note: "the protocol's headers go only to the hosts Signals.To names: S3, Stripe or any third party gets none, and cannot stop retries with one.",
 	},
 	{
 		id:     "field/upload-reset-mid-body",
@@ -50,4 +61,32 @@ func uploadsReset(t *trial) {
 		}
 	}
 	t.extra["not_retried"] = strconv.Itoa(notRetried)
+}
+
+// signalsToThirdParty sends a GET through NewTransport with its defaults
+// and counts the protocol's headers the server received.
+func signalsToThirdParty(t *trial) {
+	rt, err := retrystack.NewTransport(retrystack.Config{})
+	if err != nil {
+		t.fail(err)
+		return
+	}
+	c := &http.Client{Transport: rt}
+	defer c.CloseIdleConnections()
+	t.measure(func() (string, *engine.Report) {
+		resp, err := c.Get(t.url("/fail/1/503"))
+		if err != nil {
+			return "error", engine.ReportFrom(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return strconv.Itoa(resp.StatusCode), engine.ReportOf(resp)
+	})
+	n := 0
+	for _, e := range t.srv.Log() {
+		if e.Key == t.key {
+			n += e.Signals
+		}
+	}
+	t.extra["signal_headers"] = strconv.Itoa(n)
 }

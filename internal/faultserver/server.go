@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +27,7 @@ type Entry struct {
 	Traceparent    string // the W3C traceparent header
 	Status         int    // status sent; 0 when the connection was dropped without a response
 	BodyBytes      int64  // request body bytes read
+	Signals        int    // request headers of the cross-layer protocol (named Retrystack-*)
 }
 
 // Stats counts one route's requests for one key.
@@ -234,6 +236,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		Cookie:         r.Header.Get("Cookie"),
 		IdempotencyKey: r.Header.Get(protocol.IdempotencyKey),
 		Traceparent:    r.Header.Get("Traceparent"),
+		Signals:        signals(r.Header),
 	})
 	st := s.stats[routeKey{rt.name, key}]
 	st.Requests++
@@ -299,3 +302,15 @@ func (r *recorder) Write(p []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach Flush and Hijack.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// signals counts h's headers of the cross-layer protocol, by their default
+// prefix.
+func signals(h http.Header) int {
+	n := 0
+	for k := range h {
+		if strings.HasPrefix(k, "Retrystack-") {
+			n++
+		}
+	}
+	return n
+}
