@@ -22,6 +22,9 @@
 //     receives it stops with the reason "pushback". So only the layer just
 //     above the failure retries.
 //
-// The names can be changed with [Signals]; docs/cross-layer.md describes
-// the protocol, its limits, and what peers that do not speak it see.
+// A retry layer speaks it only with the hosts [Signals].To names (none by
+// default: a third party gets none of the headers and cannot stop
+// retries with one); Signals also renames the headers. docs/cross-layer.md
+// describes the protocol, its limits, and what peers that do not speak it
+// see.
 package crosslayer
