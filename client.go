@@ -38,10 +38,13 @@ type Config struct {
 	// Routes give the requests they match policies of their own (one per
 	// endpoint, in one place); see engine.Route.
 	Routes []engine.Route
-	// Signals names the headers of the cross-layer protocol that keeps
-	// retries at one layer of a chain of services (package crosslayer);
-	// the zero value speaks it.
+	// Signals configures the cross-layer protocol that keeps retries at
+	// one layer of a chain of services (package crosslayer): the hosts
+	// it is spoken with (none by default) and its header names.
 	Signals crosslayer.Signals
+	// ReplayLimit and ReplayTotal bound the replay buffer of request
+	// bodies that have no GetBody and cannot Seek; see engine.Config.
+	ReplayLimit, ReplayTotal int64
 	// Cookies configures the cookie layer. Storage is opt-in: with no Jar
 	// the layer stores and sends nothing. A jar belongs to every caller of
 	// the stack: give one to a client of one user, never to a transport
@@ -111,7 +114,8 @@ func newEngine(cfg Config) (*engine.Engine, error) {
 		p = *cfg.Policy
 	}
 	return engine.New(engine.Config{Policy: p, Hooks: cfg.Hooks, FailOnExhausted: cfg.FailOnExhausted,
-		Prepare: cfg.Prepare, RefreshAuth: cfg.RefreshAuth, Routes: cfg.Routes, Signals: cfg.Signals})
+		Prepare: cfg.Prepare, RefreshAuth: cfg.RefreshAuth, Routes: cfg.Routes, Signals: cfg.Signals,
+		ReplayLimit: cfg.ReplayLimit, ReplayTotal: cfg.ReplayTotal})
 }
 
 // withTelemetry puts t's operation layer outermost and its attempt layer

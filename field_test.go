@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/retrystack/retrystack"
@@ -54,5 +57,77 @@ func TestUploadResetMidBodyIsRetriedEveryTime(t *testing.T) {
 	}
 	if notRetried > 0 {
 		t.Errorf("%d of 50 PUTs were not retried", notRetried)
+	}
+}
+
+// stream is an upload as aws-sdk-go-v2 and minio-go send it: a body with
+// neither GetBody nor Seek.
+type stream struct{ io.Reader }
+
+func (stream) Close() error { return nil }
+
+// Request bodies without GetBody are replayed: a stream from what was
+// kept as it was sent, an *os.File by rewinding it; a stream that outgrows
+// the replay buffer is sent once, and the operation stops with
+// body-not-replayable. The server receives the same bytes each time.
+func TestBodiesWithoutGetBodyAreReplayed(t *testing.T) {
+	srv := newServer(t)
+	p := policy.Default()
+	p.Backoff = policy.Backoff{}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c, err := retrystack.NewClient(retrystack.Config{Policy: &p, Transport: tr, ReplayLimit: 200 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("0123456789abcdef"), 100<<10/16) // 100 KiB
+	big := bytes.Repeat([]byte("x"), 300<<10)                    // past the 200 KiB limit
+	file := filepath.Join(t.TempDir(), "upload")
+	if err := os.WriteFile(file, bytes.Repeat(data, 10), 0o600); err != nil { // 1 MiB
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		body     func() io.Reader
+		requests int
+		status   int
+		stop     policy.StopReason
+	}{
+		{"a stream", func() io.Reader { return stream{bytes.NewReader(data)} }, 2, 200, policy.StopSuccess},
+		{"a stream past the replay buffer", func() io.Reader { return stream{bytes.NewReader(big)} }, 1, 503, policy.StopBodyNotReplayable},
+		{"an *os.File", func() io.Reader {
+			f, err := os.Open(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}, 2, 200, policy.StopSuccess},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := strings.ReplaceAll(tc.name, " ", "-")
+			req, _ := http.NewRequest("PUT", srv.URL()+"/fail/1/503?key="+key, tc.body())
+			if req.GetBody != nil {
+				t.Fatal("the body has a GetBody: not the case under test")
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			rep := engine.ReportOf(resp)
+			if resp.StatusCode != tc.status || rep.Stop != tc.stop {
+				t.Errorf("%d %s, want %d %s", resp.StatusCode, rep.Stop, tc.status, tc.stop)
+			}
+			var sums []string
+			for _, e := range srv.Log() {
+				if e.Key == key {
+					sums = append(sums, e.BodySum)
+				}
+			}
+			if len(sums) != tc.requests || sums[0] == "" || (len(sums) == 2 && sums[0] != sums[1]) {
+				t.Errorf("the server received bodies %q, want %d of the same", sums, tc.requests)
+			}
+		})
 	}
 }

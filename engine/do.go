@@ -100,3 +100,5 @@ func (o *funcOp[T]) keep(v T, d deadlines) T {
 func (o *funcOp[T]) observed() bool { return false }
 
 func (o *funcOp[T]) emit(middleware.Event) {}
+
+func (o *funcOp[T]) canReplay() bool { return true }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"github.com/retrystack/retrystack/internal/wire"
 	"net/http"
 	"strconv"
 	"time"
@@ -45,6 +46,20 @@ type Config struct {
 	// first match wins, WithRoute overrides); the others run under
 	// Policy. Each route's policy is validated as Policy is.
 	Routes []Route
+	// ReplayLimit bounds the replay buffer of a request body that has no
+	// GetBody and cannot Seek (what aws-sdk-go-v2 and minio-go send): so
+	// much of it is kept as it is sent, and a retry sends it again from
+	// what was kept; a body that outgrows it is sent once, and the
+	// operation stops at its next failure with body-not-replayable. 0
+	// means 256 KiB (gRPC's per-request limit); negative is a
+	// *policy.ConfigError. A body that can Seek is rewound instead, and
+	// keeps nothing.
+	ReplayLimit int64
+	// ReplayTotal bounds what the engine's operations keep at once (0: 16
+	// MiB, gRPC's per-client limit; negative: a *policy.ConfigError): an
+	// operation that would pass it keeps nothing more, as if its body had
+	// outgrown ReplayLimit.
+	ReplayTotal int64
 }
 
 // Engine runs operations under one policy. It is safe for concurrent use.
@@ -61,6 +76,8 @@ type Engine struct {
 	attemptHeader, timeoutHeader, shouldRetryHeader string
 	routes                                          []route
 	attemptValues                                   []string // attemptValue's, by attempt
+	replayLimit                                     int
+	replay                                          *wire.ReplayBudget // every route's
 
 	// now and sleep are replaced by tests; sleep waits for d unless ctx
 	// ends first, and then returns ctx's error.
@@ -72,6 +89,14 @@ type Engine struct {
 func New(cfg Config) (*Engine, error) {
 	if err := cfg.Policy.Validate(); err != nil {
 		return nil, err
+	}
+	switch {
+	case cfg.ReplayLimit < 0:
+		return nil, &policy.ConfigError{Field: "ReplayLimit", Value: cfg.ReplayLimit, Reason: "must not be negative"}
+	case cfg.ReplayLimit > 1<<30:
+		return nil, &policy.ConfigError{Field: "ReplayLimit", Value: cfg.ReplayLimit, Reason: "must be at most 1 GiB"}
+	case cfg.ReplayTotal < 0:
+		return nil, &policy.ConfigError{Field: "ReplayTotal", Value: cfg.ReplayTotal, Reason: "must not be negative"}
 	}
 	layer := cfg.Layer
 	if layer == "" {
@@ -91,6 +116,13 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.attemptHeader, e.timeoutHeader, e.shouldRetryHeader = cfg.Signals.Names()
 	e.attemptValues = attemptValues(cfg.Policy.MaxAttempts)
+	e.replayLimit, e.replay = 256<<10, wire.NewReplayBudget(16<<20)
+	if cfg.ReplayLimit > 0 {
+		e.replayLimit = int(cfg.ReplayLimit)
+	}
+	if cfg.ReplayTotal > 0 {
+		e.replay = wire.NewReplayBudget(cfg.ReplayTotal)
+	}
 	if err := checkSignals(cfg.Signals, e.attemptHeader, e.timeoutHeader, e.shouldRetryHeader); err != nil {
 		return nil, err
 	}

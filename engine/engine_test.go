@@ -189,6 +189,7 @@ func TestStopReasons(t *testing.T) {
 		want           outcome
 		wantEvents     []string
 		failOnExhausts bool
+		replayLimit    int64
 		header         []string
 	}{
 		{
@@ -222,9 +223,14 @@ func TestStopReasons(t *testing.T) {
 				Pitfalls: []Pitfall{PitfallNonIdempotentRetried, PitfallNonIdempotentRetried, PitfallExhaustedRetryableStatus}},
 		},
 		{
-			name: "streaming body is not replayed", p: naive, method: "POST", path: "/s/503", body: "item", stream: true,
+			name: "streaming body past the replay limit is not replayed", p: naive, method: "POST", path: "/s/503", body: "item", stream: true, replayLimit: 3,
 			want: outcome{Status: 503, Requests: 1, Stop: policy.StopBodyNotReplayable,
 				Pitfalls: []Pitfall{PitfallBodyNotReplayable, PitfallExhaustedRetryableStatus}},
+		},
+		{
+			name: "streaming body within the replay limit is replayed", p: naive, method: "POST", path: "/s/503", body: "item", stream: true,
+			want: outcome{Status: 503, Requests: 3, Stop: policy.StopAttemptsExhausted, Waits: []time.Duration{50 * ms, 100 * ms},
+				Pitfalls: []Pitfall{PitfallNonIdempotentRetried, PitfallNonIdempotentRetried, PitfallExhaustedRetryableStatus}},
 		},
 		{
 			name: "transport errors exhaust attempts", p: policy.Default(), method: "GET", path: "/abort",
@@ -242,7 +248,7 @@ func TestStopReasons(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := setup(t, tt.p, func(c *Config) { c.FailOnExhausted = tt.failOnExhausts })
+			f := setup(t, tt.p, func(c *Config) { c.FailOnExhausted, c.ReplayLimit = tt.failOnExhausts, tt.replayLimit })
 			resp, rep, err := f.send(context.Background(), tt.method, tt.path, tt.body, tt.stream, tt.header...)
 			if (err != nil) != (tt.want.Status == 0) {
 				t.Fatalf("error %v, want status %d", err, tt.want.Status)

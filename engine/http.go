@@ -122,8 +122,23 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 		defer wire.PutTrace(o.trace)
 		o.compose = true
 	}
+	if wire.HasBody(req) && req.GetBody == nil {
+		// A body that cannot be made again (an SDK's upload): rewound,
+		// or kept as it is sent, so that a retry can send it again.
+		if rp := wire.NewReplay(req.Body, e.replayLimit, e.replay); rp.Replayable() {
+			defer rp.Done()
+			first, _ := rp.Reader()
+			r := new(http.Request)
+			*r = *req
+			r.Body = first
+			if rp.Concurrent() {
+				r.GetBody = rp.GetBody // a hedge below, and net/http's own resends, replay it too
+			}
+			req, o.req, o.rp = r, r, rp
+		}
+	}
 	f := facts{
-		replayable: wire.Replayable(req),
+		replayable: wire.Replayable(req) || o.rp != nil,
 		covered:    e.p.Scope.Covers(req),
 		idempotent: policy.Idempotent(req),
 	}
@@ -226,11 +241,12 @@ type httpOp struct {
 	e         *Engine // t's, or a route's
 	req       *http.Request
 	operation *operation.Operation
-	trace     *wire.Trace // the operation's, or o's own when it does not own the operation
-	attempts  int32       // attempts made, for numbering without a Stack
-	refreshed bool        // RefreshAuth ran for this operation
-	compose   bool        // each attempt composes o's trace with the operation's
-	signals   bool        // o speaks the cross-layer protocol with the request's host
+	trace     *wire.Trace  // the operation's, or o's own when it does not own the operation
+	attempts  int32        // attempts made, for numbering without a Stack
+	refreshed bool         // RefreshAuth ran for this operation
+	compose   bool         // each attempt composes o's trace with the operation's
+	signals   bool         // o speaks the cross-layer protocol with the request's host
+	rp        *wire.Replay // the body's replay, when it has no GetBody
 	rep       Report
 	outside   *operation.Context // the hooks' and RefreshAuth's: the operation detached; nil when the engine has neither
 	owner     operation.Owner    // what the layers below read, when o owns the operation
@@ -252,7 +268,13 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	var body io.ReadCloser
 	if n > 1 && wire.HasBody(o.req) {
 		var err error
-		if body, err = o.req.GetBody(); err != nil {
+		if o.rp != nil {
+			o.rp.Retire() // the last attempt's writer, if it reads on, cannot take the body from this one
+			body, err = o.rp.Reader()
+		} else {
+			body, err = o.req.GetBody()
+		}
+		if err != nil {
 			return nil, attemptInfo{processed: policy.NotSent}, err
 		}
 	}
@@ -454,3 +476,7 @@ func (e *Engine) attemptValue(n int) string {
 	}
 	return strconv.Itoa(n) + "; max=" + strconv.Itoa(e.p.MaxAttempts)
 }
+
+// canReplay reports whether the body can still be sent again: a kept body
+// that outgrew its replay buffer cannot.
+func (o *httpOp) canReplay() bool { return o.rp == nil || o.rp.Replayable() }

@@ -32,6 +32,10 @@ type loopOp[T any] interface {
 	// operation (engine.Do).
 	observed() bool
 	emit(e middleware.Event)
+	// canReplay reports whether what the operation sends can still be
+	// sent again (a request body kept as it was sent may have outgrown
+	// its replay buffer).
+	canReplay() bool
 }
 
 // facts are what the loop needs to know of an operation's request, found
@@ -348,7 +352,7 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 	if n >= e.p.MaxAttempts {
 		return policy.StopAttemptsExhausted, 0, false
 	}
-	if !l.f.replayable {
+	if !l.f.replayable || !l.o.canReplay() {
 		l.pitfall(PitfallBodyNotReplayable)
 		return policy.StopBodyNotReplayable, 0, false
 	}

@@ -192,10 +192,12 @@ func TestHiddenRetriesHTTP2(t *testing.T) {
 			[]AttemptRecord{{Status: 200, Processed: policy.Responded, Transparent: 1, Decision: policy.Stop(policy.StopSuccess)}}},
 		{"GOAWAY below the stream", policy.Never(), faultserver.H2GoAway, "GET", nil, 2, false,
 			[]AttemptRecord{{Status: 200, Processed: policy.Responded, Transparent: 1, Decision: policy.Stop(policy.StopSuccess)}}},
-		// net/http reports these two with errors of no exported type, so
-		// they are not retried, and the attempt counts as possibly processed.
-		{"refused streaming POST", policy.Default(), faultserver.H2Refuse, "POST", io.NopCloser(strings.NewReader("x")), 1, true,
-			[]AttemptRecord{{Processed: policy.SentNoResponse, Decision: policy.Stop(policy.StopNonRetryable)}}},
+		// A streaming body is kept as it is sent, and the kept copy is the
+		// request's GetBody: net/http resends the refused stream itself.
+		{"refused streaming POST", policy.Default(), faultserver.H2Refuse, "POST", io.NopCloser(strings.NewReader("x")), 2, false,
+			[]AttemptRecord{{Status: 200, Processed: policy.Responded, Transparent: 1, Decision: policy.Stop(policy.StopSuccess)}}},
+		// net/http reports this one with an error of no exported type, so
+		// it is not retried, and the attempt counts as possibly processed.
 		{"GOAWAY at the stream: may be processed", policy.Default(), faultserver.H2GoAwayProcessed, "GET", nil, 1, true,
 			[]AttemptRecord{{Processed: policy.SentNoResponse, Decision: policy.Stop(policy.StopNonRetryable)}}},
 		// RST_STREAM(INTERNAL_ERROR) after the request arrived, as a proxy

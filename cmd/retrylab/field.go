@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 
 	"github.com/retrystack/retrystack"
@@ -37,6 +38,27 @@ var fieldRows = []scenario{
 		preset: "default", run: signalsToThirdParty,
 		want: expect{"2", "200", "success", "signal_headers=0"},
 		note: "the protocol's headers go only to the hosts Signals.To names: S3, Stripe or any third party gets none, and cannot stop retries with one.",
+	},
+	{
+		id:     "field/stream-body-replayed",
+		setup:  "policy.Default(); a PUT whose body is a 100 KiB stream with neither GetBody nor Seek (what aws-sdk-go-v2 and minio-go send); 503, then 200. extra body_intact is true when the server received the same bytes both times",
+		preset: "default", run: putOnce(func(*trial) (io.Reader, error) { return io.NopCloser(bytes.NewReader(pattern(100 << 10))), nil }),
+		want: expect{"2", "200", "success", "body_intact=true"},
+		note: "the body is kept as it is sent (up to 256 KiB a request, 16 MiB a client: gRPC's limits), and the retry sends what was kept.",
+	},
+	{
+		id:     "field/stream-body-over-buffer",
+		setup:  "the same with a 32 MiB stream, larger than the replay buffer: the operation commits after the first send",
+		preset: "default", run: putOnce(func(*trial) (io.Reader, error) { return io.NopCloser(bytes.NewReader(pattern(32 << 20))), nil }),
+		want: expect{"1", "503", "body-not-replayable", "-"},
+		note: "never an unbounded copy: past the buffer the body is sent once, and the 503 is the answer.",
+	},
+	{
+		id:     "field/seekable-body-rewound",
+		setup:  "policy.Default(); a PUT whose body is a 1 MiB *os.File (it can Seek; http.NewRequest gives it no GetBody); 503, then 200",
+		preset: "default", run: putOnce(tempFile),
+		want: expect{"2", "200", "success", "body_intact=true"},
+		note: "a body that can Seek is read again from where it started: nothing is kept.",
 	},
 	{
 		id:     "field/upload-reset-mid-body",
@@ -89,4 +111,49 @@ func signalsToThirdParty(t *trial) {
 		}
 	}
 	t.extra["signal_headers"] = strconv.Itoa(n)
+}
+
+// pattern is n bytes of a repeating pattern.
+func pattern(n int) []byte { return bytes.Repeat([]byte("0123456789abcdef"), n/16) }
+
+// tempFile is a 1 MiB file, open for reading, removed once closed over.
+func tempFile(t *trial) (io.Reader, error) {
+	f, err := os.CreateTemp("", "retrylab-upload-*")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name()) // the open file stays readable
+	if _, err := f.Write(pattern(1 << 20)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// putOnce sends one PUT with body to a route that answers 503 once, then
+// 200, and says whether the server received the same bytes each time.
+func putOnce(body func(*trial) (io.Reader, error)) func(*trial) {
+	return func(t *trial) {
+		rd, err := body(t)
+		if err != nil {
+			t.fail(err)
+			return
+		}
+		t.do("PUT", "/fail/1/503", rd)
+		var sums []string
+		for _, e := range t.srv.Log() {
+			if e.Key == t.key {
+				sums = append(sums, e.BodySum)
+			}
+		}
+		intact := len(sums) > 0 && sums[0] != ""
+		for _, s := range sums {
+			intact = intact && s == sums[0]
+		}
+		t.extra["body_intact"] = strconv.FormatBool(intact)
+	}
 }

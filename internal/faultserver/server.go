@@ -2,6 +2,8 @@ package faultserver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log"
@@ -28,6 +30,7 @@ type Entry struct {
 	Status         int    // status sent; 0 when the connection was dropped without a response
 	BodyBytes      int64  // request body bytes read
 	Signals        int    // request headers of the cross-layer protocol (named Retrystack-*)
+	BodySum        string // the SHA-256 of the body read, in hex; "" for none
 }
 
 // Stats counts one route's requests for one key.
@@ -245,9 +248,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 	var n int64
 	if !rt.readsBody {
-		n, _ = io.Copy(io.Discard, r.Body)
+		h := sha256.New()
+		n, _ = io.Copy(h, r.Body)
 		s.mu.Lock()
 		s.log[seq-1].BodyBytes = n
+		if n > 0 {
+			s.log[seq-1].BodySum = hex.EncodeToString(h.Sum(nil))
+		}
 		s.mu.Unlock()
 	}
 

@@ -3,6 +3,8 @@ package faultserver_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -180,7 +182,7 @@ func TestAbort(t *testing.T) {
 		t.Errorf("Stats(/abort, k) = %+v", got)
 	}
 	want := []faultserver.Entry{
-		{Seq: 1, Method: "POST", Path: "/abort", Route: "/abort", Key: "k", BodyBytes: 10},
+		{Seq: 1, Method: "POST", Path: "/abort", Route: "/abort", Key: "k", BodyBytes: 10, BodySum: sha("0123456789")},
 		{Seq: 2, Method: "GET", Path: "/abort", Route: "/abort", Key: "k"},
 	}
 	if diff := cmp.Diff(want, s.Log()); diff != "" {
@@ -387,7 +389,7 @@ func TestLogEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	want := []faultserver.Entry{{Seq: 1, Method: "PUT", Path: "/s/201", Route: "/s", Key: "e", Cookie: "a=1", IdempotencyKey: "i-1", Status: 201, BodyBytes: 3}}
+	want := []faultserver.Entry{{Seq: 1, Method: "PUT", Path: "/s/201", Route: "/s", Key: "e", Cookie: "a=1", IdempotencyKey: "i-1", Status: 201, BodyBytes: 3, BodySum: sha("abc")}}
 	if diff := cmp.Diff(want, s.Log()); diff != "" {
 		t.Errorf("log (-want +got):\n%s", diff)
 	}
@@ -506,4 +508,9 @@ func TestAuth(t *testing.T) {
 			t.Errorf("Authorization %q: %+v, want %+v", tt.header, got, tt.want)
 		}
 	}
+}
+
+func sha(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }

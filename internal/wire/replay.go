@@ -1,0 +1,242 @@
+package wire
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+)
+
+// ReplayBudget is the bytes a client's replay buffers may hold at once,
+// shared by its operations (gRPC's per-client retry buffer).
+type ReplayBudget struct{ left atomic.Int64 }
+
+// NewReplayBudget returns a budget of total bytes.
+func NewReplayBudget(total int64) *ReplayBudget {
+	b := new(ReplayBudget)
+	b.left.Store(total)
+	return b
+}
+
+func (b *ReplayBudget) take(n int64) bool {
+	for {
+		left := b.left.Load()
+		if left < n {
+			return false
+		}
+		if b.left.CompareAndSwap(left, left-n) {
+			return true
+		}
+	}
+}
+
+func (b *ReplayBudget) give(n int64) { b.left.Add(n) }
+
+// errNotReplayable is what a replayed body's reader returns once the body
+// could not be kept for a replay: it outgrew the replay buffer, or its
+// Seek failed.
+var errNotReplayable = errors.New("retrystack: the request body outgrew the replay buffer")
+
+var errRetired = errors.New("retrystack: a later attempt replays this request body")
+
+// A Replay makes a request body that has no GetBody sendable again, in
+// order of preference (docs/reliability.md):
+//   - a body that can Seek and ReadAt (an *os.File) is read again from
+//     where it started, by any number of readers at once;
+//   - one that can only Seek is rewound, for one reader at a time;
+//   - any other is kept as it is sent, up to a per-request limit and
+//     within a per-client budget, and replayed from what was kept, then
+//     from where the caller's body stands (gRPC A6's retry buffer). Once
+//     it outgrows either, only the reader that went past the limit reads
+//     on, and the body cannot be replayed.
+//
+// The caller's body is closed once the operation is Done and every reader
+// the transport was given is closed. Safe for concurrent use.
+type Replay struct {
+	mu      sync.Mutex
+	src     io.ReadCloser
+	seeker  io.Seeker   // nil for a kept body
+	at      io.ReaderAt // non-nil: readers read sections, concurrently
+	start   int64       // where a seekable body started
+	size    int64       // the section's length (with at)
+	rewound bool        // the seekable body is at start for the next reader
+	failed  bool        // a Seek failed: not replayable
+
+	kept   []byte // what was read, from the start
+	limit  int
+	budget *ReplayBudget
+	held   int64 // taken from budget
+	over   *replayReader
+	srcErr error // the caller's body ended: its last error
+	gen    int   // readers of an earlier attempt are retired
+
+	refs int // readers not yet closed, plus the operation's
+}
+
+var keptPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// NewReplay returns a replay of body, kept up to limit bytes within
+// budget when it cannot seek.
+func NewReplay(body io.ReadCloser, limit int, budget *ReplayBudget) *Replay {
+	r := &Replay{src: body, limit: limit, budget: budget, refs: 1}
+	if s, ok := body.(io.Seeker); ok {
+		start, err := s.Seek(0, io.SeekCurrent)
+		if err != nil {
+			r.failed = true
+			return r
+		}
+		r.seeker, r.start, r.rewound = s, start, true
+		if at, ok := body.(io.ReaderAt); ok {
+			if end, err := s.Seek(0, io.SeekEnd); err == nil {
+				if _, err := s.Seek(start, io.SeekStart); err == nil {
+					r.at, r.size = at, end-start
+				}
+			}
+		}
+		return r
+	}
+	r.kept = (*keptPool.Get().(*[]byte))[:0]
+	return r
+}
+
+// Concurrent reports whether several readers may read the body at once
+// (a hedge's sends): a seekable body read by sections, or a kept one.
+func (r *Replay) Concurrent() bool { return r.at != nil || r.seeker == nil }
+
+// Replayable reports whether the body can be sent again.
+func (r *Replay) Replayable() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.failed && r.over == nil
+}
+
+// Retire ends the readers given so far: a read by one of them (a
+// transport's writer that outlived its attempt) fails, and cannot take
+// the body past its limit from the next attempt's reader.
+func (r *Replay) Retire() {
+	r.mu.Lock()
+	r.gen++
+	r.mu.Unlock()
+}
+
+// Reader returns a reader of the body from its start.
+func (r *Replay) Reader() (io.ReadCloser, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.failed:
+		return nil, errNotReplayable
+	case r.at != nil:
+		r.refs++
+		return &sectionReader{SectionReader: io.NewSectionReader(r.at, r.start, r.size), r: r}, nil
+	case r.seeker != nil:
+		if !r.rewound {
+			if _, err := r.seeker.Seek(r.start, io.SeekStart); err != nil {
+				r.failed = true
+				return nil, errNotReplayable
+			}
+		}
+		r.rewound = false
+	case r.over != nil:
+		return nil, errNotReplayable
+	}
+	r.refs++
+	return &replayReader{r: r, gen: r.gen}, nil
+}
+
+// GetBody is Reader as a Request.GetBody.
+func (r *Replay) GetBody() (io.ReadCloser, error) { return r.Reader() }
+
+// Done ends the operation's hold on the body.
+func (r *Replay) Done() { r.release() }
+
+func (r *Replay) release() {
+	r.mu.Lock()
+	r.refs--
+	last := r.refs == 0
+	r.mu.Unlock()
+	if !last {
+		return
+	}
+	r.src.Close()
+	if r.kept != nil {
+		if r.budget != nil {
+			r.budget.give(r.held)
+		}
+		if cap(r.kept) <= 2*r.limit {
+			k := r.kept[:0]
+			keptPool.Put(&k)
+		}
+		r.kept = nil
+	}
+}
+
+type replayReader struct {
+	r      *Replay
+	pos    int
+	gen    int
+	closed bool
+}
+
+func (rd *replayReader) Read(p []byte) (int, error) {
+	r := rd.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case rd.closed:
+		return 0, http.ErrBodyReadAfterClose
+	case rd.gen != r.gen:
+		return 0, errRetired
+	case r.seeker != nil:
+		return r.src.Read(p) // rewound for this reader, the only one
+	case rd.pos < len(r.kept) && r.over != rd:
+		n := copy(p, r.kept[rd.pos:])
+		rd.pos += n
+		return n, nil
+	case r.srcErr != nil && r.over == nil:
+		return 0, r.srcErr
+	case r.over != nil && r.over != rd:
+		return 0, errNotReplayable
+	}
+	// At the end of what was kept: read on from the caller's body, and
+	// keep what fits.
+	n, err := r.src.Read(p)
+	if n > 0 && r.over == nil {
+		if len(r.kept)+n <= r.limit && (r.budget == nil || r.budget.take(int64(n))) {
+			if r.budget != nil {
+				r.held += int64(n)
+			}
+			r.kept = append(r.kept, p[:n]...)
+			rd.pos += n
+		} else {
+			r.over = rd // the body commits to this reader
+		}
+	}
+	if err != nil && r.over == nil {
+		r.srcErr = err
+	}
+	return n, err
+}
+
+func (rd *replayReader) Close() error {
+	rd.r.mu.Lock()
+	closed := rd.closed
+	rd.closed = true
+	rd.r.mu.Unlock()
+	if !closed {
+		rd.r.release()
+	}
+	return nil
+}
+
+type sectionReader struct {
+	*io.SectionReader
+	r    *Replay
+	once sync.Once
+}
+
+func (s *sectionReader) Close() error {
+	s.once.Do(s.r.release)
+	return nil
+}
