@@ -183,7 +183,7 @@ func (s *seekOnly) Seek(off int64, whence int) (int64, error) {
 	}
 	return s.Reader.Seek(off, whence)
 }
-func (s *seekOnly) ReadAt() {} // shadows strings.Reader's: not an io.ReaderAt
+func (s *seekOnly) ReadAt()      {} // shadows strings.Reader's: not an io.ReaderAt
 func (s *seekOnly) Close() error { return nil }
 
 func TestReplaySeekOnly(t *testing.T) {
