@@ -1,6 +1,9 @@
 package bench
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func BenchmarkGET(b *testing.B) {
 	srv := Server(b)
@@ -39,3 +42,12 @@ func BenchmarkRetry(b *testing.B) {
 func BenchmarkDecision(b *testing.B)        { Decision(b) }
 func BenchmarkDecisionOnReset(b *testing.B) { DecisionOnReset(b) }
 func BenchmarkBudgetParallel(b *testing.B)  { Budget(b) }
+
+func BenchmarkPutStream(b *testing.B) {
+	srv := Server(b)
+	for _, size := range []int{100 << 10, 300 << 10} {
+		for _, lib := range Libs {
+			b.Run(fmt.Sprintf("%dKiB/%s", size>>10, lib.Name), func(b *testing.B) { PutStream(b, srv, lib, size) })
+		}
+	}
+}

@@ -77,6 +77,20 @@ func POST(b *testing.B, srv *faultserver.Server, lib Lib, parallel bool) {
 	})
 }
 
+// PutStream measures a PUT whose body is a stream of size bytes with
+// neither GetBody nor Seek (what aws-sdk-go-v2 and minio-go send), on the
+// success path: retrystack keeps it as it is sent, up to its replay
+// limit, in a buffer it reuses.
+func PutStream(b *testing.B, srv *faultserver.Server, lib Lib, size int) {
+	c := client(b, lib, Mode{})
+	url := srv.URL() + "/s/200?size=64"
+	data := bytes.Repeat([]byte("x"), size)
+	run(b, false, func() error {
+		req, _ := http.NewRequest("PUT", url, io.NopCloser(bytes.NewReader(data)))
+		return do(c, req)
+	})
+}
+
 // Overhead measures a GET over a transport that answers from memory: the
 // library's own cost per request, without the loopback round trip whose
 // noise hides it in GET.

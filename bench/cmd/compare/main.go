@@ -161,6 +161,9 @@ func measure(rounds int, only *regexp.Regexp) ([]row, error) {
 		{"get-64B-parallel", func(b *testing.B, l bench.Lib) { bench.GET(b, srv(b), l, true) }, true},
 		{"post-64KiB", func(b *testing.B, l bench.Lib) { bench.POST(b, srv(b), l, false) }, true},
 		{"post-64KiB-parallel", func(b *testing.B, l bench.Lib) { bench.POST(b, srv(b), l, true) }, true},
+		// a stream without GetBody: kept for a replay within the limit, sent once past it
+		{"put-stream-100KiB", func(b *testing.B, l bench.Lib) { bench.PutStream(b, srv(b), l, 100<<10) }, true},
+		{"put-stream-300KiB", func(b *testing.B, l bench.Lib) { bench.PutStream(b, srv(b), l, 300<<10) }, true},
 		// three sends against bare net/http's one: no ratio
 		{"retry-503-503-200", func(b *testing.B, l bench.Lib) { bench.Retry(b, srv(b), l) }, false},
 	} {
