@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/retrystack/retrystack"
@@ -129,5 +133,73 @@ func TestBodiesWithoutGetBodyAreReplayed(t *testing.T) {
 				t.Errorf("the server received bodies %q, want %d of the same", sums, tc.requests)
 			}
 		})
+	}
+}
+
+// Under NewTransport the http.Client's own Jar stores the cookie a
+// retried-away response set: the retry layer carries its Set-Cookie onto
+// the final response. When the operation ends in an error instead,
+// nothing can carry it, and the pitfall names it.
+func TestCookiesUnderNewTransport(t *testing.T) {
+	srv := newServer(t)
+	p := policy.Default()
+	p.Backoff = policy.Backoff{}
+	var pitfalls []engine.Event
+	var mu sync.Mutex
+	rt, err := retrystack.NewTransport(retrystack.Config{Policy: &p, Hooks: engine.Hooks{OnPitfall: func(ev engine.Event) {
+		mu.Lock()
+		pitfalls = append(pitfalls, ev)
+		mu.Unlock()
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Transport: rt, Jar: jar}
+	defer c.CloseIdleConnections()
+	req, _ := http.NewRequest("POST", srv.URL()+"/login?key=under-transport", strings.NewReader("user=a"))
+	req.Header.Set("Idempotency-Key", `"login-1"`)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if rep := engine.ReportOf(resp); len(rep.Attempts) != 2 {
+		t.Fatalf("report %v, want 2 attempts", rep)
+	}
+	resp, err = c.Get(srv.URL() + "/me?key=under-transport")
+	if err != nil {
+		t.Fatal(err)
+	}
+	me, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if got := string(me); got != "lb=node-2; session=abc" && got != "session=abc; lb=node-2" {
+		t.Errorf("/me received %q, want both cookies", got)
+	}
+	if len(pitfalls) != 0 {
+		t.Errorf("pitfalls %v, want none: nothing was lost", pitfalls)
+	}
+
+	// 503 with a cookie, then the connection dropped every time: the
+	// caller gets an error, and the cookie is named lost.
+	var n atomic.Int32
+	drop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			http.SetCookie(w, &http.Cookie{Name: "lb", Value: "node-2"})
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		conn, _, _ := http.NewResponseController(w).Hijack()
+		conn.Close()
+	}))
+	defer drop.Close()
+	if _, err := c.Get(drop.URL); err == nil {
+		t.Fatal("no error")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(pitfalls) != 1 || pitfalls[0].Pitfall != engine.PitfallCookieLost || len(pitfalls[0].Cookies) != 1 || pitfalls[0].Cookies[0] != "lb" {
+		t.Errorf("pitfalls %+v, want cookie-lost [lb]", pitfalls)
 	}
 }

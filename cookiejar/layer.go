@@ -21,9 +21,12 @@ type Config struct {
 	// of the stack: one user's jar must never sit in a transport that
 	// serves many (a reverse proxy, a server's outbound client).
 	Jar http.CookieJar
-	// CaptureDiscarded stores the cookies of responses that a retry layer
-	// below throws away, so reqwest's order loses nothing.
-	CaptureDiscarded bool
+	// DropDiscarded does not store the cookies of responses that a retry
+	// layer below throws away, and names them in the pitfall cookie-lost:
+	// what reqwest does in its order (cookies outside retries). By default
+	// they are stored (RFC 6265: a user agent stores the cookies of every
+	// response it receives), and nothing is lost.
+	DropDiscarded bool
 }
 
 // NewJar returns the default jar: net/http/cookiejar with the public-suffix
@@ -64,7 +67,7 @@ func Layer(cfg Config) middleware.Layer {
 		if jar == nil {
 			return next
 		}
-		t := &transport{next: next, jar: jar, capture: cfg.CaptureDiscarded}
+		t := &transport{next: next, jar: jar, capture: !cfg.DropDiscarded}
 		t.observe = t.discarded
 		return t
 	}}

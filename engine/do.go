@@ -102,3 +102,5 @@ func (o *funcOp[T]) observed() bool { return false }
 func (o *funcOp[T]) emit(middleware.Event) {}
 
 func (o *funcOp[T]) canReplay() bool { return true }
+
+func (o *funcOp[T]) uncarried() []string { return nil }

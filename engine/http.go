@@ -247,6 +247,7 @@ type httpOp struct {
 	compose   bool         // each attempt composes o's trace with the operation's
 	signals   bool         // o speaks the cross-layer protocol with the request's host
 	rp        *wire.Replay // the body's replay, when it has no GetBody
+	carried   []string     // Set-Cookie lines of discarded responses, for the final one
 	rep       Report
 	outside   *operation.Context // the hooks' and RefreshAuth's: the operation detached; nil when the engine has neither
 	owner     operation.Owner    // what the layers below read, when o owns the operation
@@ -392,6 +393,11 @@ func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error)
 func (o *httpOp) discard(resp *http.Response) (lost []string) {
 	if obs := o.operation.Discard(); obs != nil {
 		lost = obs(resp)
+	} else if sc := resp.Header["Set-Cookie"]; len(sc) > 0 {
+		// No cookie layer above: the caller's http.Client (its Jar)
+		// stores what the final response carries (RFC 6265: a user agent
+		// stores the cookies of every response it receives).
+		o.carried = append(o.carried, sc...)
 	}
 	if o.observed() {
 		o.emit(middleware.Event{Name: protocol.EventDiscarded, Attrs: []attribute.KeyValue{semconv.HTTPResponseStatusCode(resp.StatusCode)}})
@@ -416,6 +422,15 @@ func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
 	// what differs is kept.
 	if d.cancelOp != nil || d.cancelAt != nil {
 		o.final = &finalDeadlines{op: d.op, attempt: d.attempt, cancelOp: d.cancelOp, cancelAt: d.cancelAt}
+	}
+	if len(o.carried) > 0 {
+		// The discarded responses' cookies first: the final response's own
+		// come after them, and win.
+		if resp.Header == nil {
+			resp.Header = make(http.Header)
+		}
+		resp.Header["Set-Cookie"] = append(o.carried, resp.Header["Set-Cookie"]...)
+		o.carried = nil
 	}
 	if !o.body.Watch(resp, o) {
 		d.release()
@@ -480,3 +495,16 @@ func (e *Engine) attemptValue(n int) string {
 // canReplay reports whether the body can still be sent again: a kept body
 // that outgrew its replay buffer cannot.
 func (o *httpOp) canReplay() bool { return o.rp == nil || o.rp.Replayable() }
+
+// uncarried names the cookies of the discarded responses that no final
+// response will carry.
+func (o *httpOp) uncarried() []string {
+	var names []string
+	for _, line := range o.carried {
+		if c, err := http.ParseSetCookie(line); err == nil {
+			names = append(names, c.Name)
+		}
+	}
+	o.carried = nil
+	return names
+}

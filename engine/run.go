@@ -36,6 +36,10 @@ type loopOp[T any] interface {
 	// sent again (a request body kept as it was sent may have outgrown
 	// its replay buffer).
 	canReplay() bool
+	// uncarried names the cookies of discarded results that were to be
+	// carried on the result the operation would hand back, when it hands
+	// back none.
+	uncarried() []string
 }
 
 // facts are what the loop needs to know of an operation's request, found
@@ -265,6 +269,7 @@ func (l *loop[T]) finish(stop policy.StopReason, v T, err error, dec policy.Deci
 				se := statusError(resp)
 				l.holding = false // statusError closed it
 				l.d.release()
+				l.lose()
 				l.end(stop)
 				var zero T
 				return zero, &ExhaustedError{Report: l.rep, Last: se}
@@ -276,11 +281,20 @@ func (l *loop[T]) finish(stop policy.StopReason, v T, err error, dec policy.Deci
 	return l.o.keep(v, l.d), nil
 }
 
+// lose fires cookie-lost for the cookies no result will carry: the
+// operation hands back an error.
+func (l *loop[T]) lose() {
+	if lost := l.o.uncarried(); len(lost) > 0 {
+		l.pitfall(PitfallCookieLost, lost...)
+	}
+}
+
 // fail ends the operation with stop and err.
 func (l *loop[T]) fail(stop policy.StopReason, err error) (T, error) {
 	if l.cancel != nil {
 		l.cancel()
 	}
+	l.lose()
 	l.end(stop)
 	var zero T
 	return zero, &Error{Report: l.rep, Err: err}

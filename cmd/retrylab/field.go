@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
@@ -31,6 +33,13 @@ var fieldRows = []scenario{
 		run:  func(t *trial) { t.send("POST", "/", "bytes") },
 		want: expect{"1", "error", "not-idempotent", "-"},
 		note: "the same reset; the POST may have had its effect, so it is not resent.",
+	},
+	{
+		id:     "field/cookie-under-transport",
+		setup:  "an http.Client with its own cookie jar over NewTransport(Config{}); POST /login with an Idempotency-Key: 503 with Set-Cookie lb=node-2, retried, then 200 with Set-Cookie session=abc; then GET /me (the subject is the login). extra me_cookie is the Cookie header /me received",
+		preset: "default", run: cookieUnderTransport,
+		want: expect{"2,1", "200", "success", "me_cookie=lb=node-2; session=abc|session=abc; lb=node-2"},
+		note: "NewTransport keeps no cookies: the retry layer carries the Set-Cookie of the response it threw away onto the one it hands back, and the http.Client's jar stores both.",
 	},
 	{
 		id:     "field/signals-third-party",
@@ -156,4 +165,42 @@ func putOnce(body func(*trial) (io.Reader, error)) func(*trial) {
 		}
 		t.extra["body_intact"] = strconv.FormatBool(intact)
 	}
+}
+
+// cookieUnderTransport logs in through NewTransport under an http.Client
+// with a jar, then asks /me which cookies it got.
+func cookieUnderTransport(t *trial) {
+	rt, err := retrystack.NewTransport(retrystack.Config{})
+	if err != nil {
+		t.fail(err)
+		return
+	}
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Transport: rt, Jar: jar}
+	defer c.CloseIdleConnections()
+	send := func(method, path, body string, header ...string) (string, string, *engine.Report) {
+		req, err := http.NewRequestWithContext(t.ctx, method, t.url(path), strings.NewReader(body))
+		if err != nil {
+			return "error", "", nil
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return "error", "", engine.ReportFrom(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return strconv.Itoa(resp.StatusCode), string(b), engine.ReportOf(resp)
+	}
+	t.measure(func() (string, *engine.Report) {
+		status, _, rep := send("POST", "/login", "user=a", "Idempotency-Key", `"login-1"`)
+		return status, rep
+	})
+	t.measure(func() (string, *engine.Report) {
+		status, me, rep := send("GET", "/me", "")
+		t.extra["me_cookie"] = me
+		return status, rep
+	})
 }

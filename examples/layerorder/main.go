@@ -1,6 +1,8 @@
 // Command layerorder is a layer-order experiment: the same login, in
 // reqwest's order (cookies outside retry) and with cookies and retry
-// swapped, printed with what the server received afterwards.
+// swapped, printed with what the server received afterwards. The cookie
+// layer is set to drop the cookies of responses the retry layer throws
+// away, as reqwest does (retrystack's default keeps them).
 //
 //	go run ./examples/layerorder
 package main
@@ -42,7 +44,7 @@ func run(w io.Writer) error {
 		func(s middleware.Stack) (middleware.Stack, error) { return s, nil },
 		func(s middleware.Stack) (middleware.Stack, error) { return s.Swap("cookies", "retry") },
 	} {
-		base, err := retrystack.NewStack(retrystack.Config{Policy: &p, Cookies: cookiejar.Config{Jar: cookiejar.NewJar()}})
+		base, err := retrystack.NewStack(retrystack.Config{Policy: &p, Cookies: cookiejar.Config{Jar: cookiejar.NewJar(), DropDiscarded: true}})
 		if err != nil {
 			return err
 		}

@@ -107,7 +107,7 @@ func run(w io.Writer) error {
 		key     string
 	}{{"reqwest's order, redirect → cookies → retry", false, "lost"}, {"fix: capture discarded cookies", true, "kept"}} {
 		fmt.Fprintf(w, "  %s\n", c.name)
-		cl, err := client(w, retrystack.Config{Policy: naive(), Cookies: cookiejar.Config{Jar: cookiejar.NewJar(), CaptureDiscarded: c.capture}})
+		cl, err := client(w, retrystack.Config{Policy: naive(), Cookies: cookiejar.Config{Jar: cookiejar.NewJar(), DropDiscarded: !c.capture}})
 		if err != nil {
 			return err
 		}
