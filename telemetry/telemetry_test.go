@@ -38,7 +38,7 @@ type fixture struct {
 	reader *sdkmetric.ManualReader
 }
 
-func setup(t *testing.T, p policy.Policy) *fixture {
+func setup(t *testing.T, p policy.Policy, cookies ...cookiejar.Config) *fixture {
 	t.Helper()
 	srv, err := faultserver.New()
 	if err != nil {
@@ -52,7 +52,11 @@ func setup(t *testing.T, p policy.Policy) *fixture {
 		t.Fatal(err)
 	}
 	p.Backoff.Base = 1 // no real waits
-	f.client, err = retrystack.NewClient(retrystack.Config{Policy: &p, Telemetry: tel, Transport: &http.Transport{}, Cookies: cookiejar.Config{Jar: cookiejar.NewJar()}})
+	jar := cookiejar.Config{Jar: cookiejar.NewJar()}
+	if len(cookies) > 0 {
+		jar = cookies[0]
+	}
+	f.client, err = retrystack.NewClient(retrystack.Config{Policy: &p, Telemetry: tel, Transport: &http.Transport{}, Cookies: jar})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +231,7 @@ func TestCancellationLeavesStatusUnset(t *testing.T) {
 func TestPitfallEvents(t *testing.T) {
 	p := presets.ReqwestForHost("127.0.0.1")
 	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: policy.AnyRequest}.Classify
-	f := setup(t, p)
+	f := setup(t, p, cookiejar.Config{Jar: cookiejar.NewJar(), DropDiscarded: true}) // reqwest's loss, for the pitfall
 	req, _ := http.NewRequest("POST", f.srv.URL()+"/login", strings.NewReader("u=a"))
 	resp, err := f.client.Do(req)
 	if err != nil {
