@@ -80,25 +80,37 @@ func TestProxyUpgrades(t *testing.T) {
 	echoOnce(t, context.Background(), "ws"+strings.TrimPrefix(front.URL, "http"), &http.Client{Transport: transport(t)})
 }
 
-// A proxied PUT carries the client's streaming body, which cannot be
-// replayed: a 503 from the backend goes back to the client after one send.
-func TestProxyDoesNotResendAStreamedBody(t *testing.T) {
-	var puts atomic.Int32
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		puts.Add(1)
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
-	defer backend.Close()
-	front := proxy(t, backend, retrystack.Config{Policy: fast(), Transport: transport(t)})
-	req, _ := http.NewRequest(http.MethodPut, front.URL+"/doc", strings.NewReader("content"))
-	resp, err := (&http.Client{Transport: transport(t)}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || puts.Load() != 1 {
-		t.Errorf("status %d after %d sends, want 503 after 1", resp.StatusCode, puts.Load())
+// A proxied PUT carries the client's streaming body, which has no
+// GetBody: the stack keeps it as it is sent and replays it, whole, on each
+// retry; past the replay limit it is sent once, and the 503 goes back.
+func TestProxyReplaysAStreamedBodyWithinItsLimit(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		limit int64
+		sends int32
+	}{{"within the limit", 0, 3}, {"past the limit", 4, 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			var puts atomic.Int32
+			backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				if string(b) != "content" {
+					t.Errorf("the backend received %q", b)
+				}
+				puts.Add(1)
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}))
+			defer backend.Close()
+			front := proxy(t, backend, retrystack.Config{Policy: fast(), Transport: transport(t), ReplayLimit: c.limit})
+			req, _ := http.NewRequest(http.MethodPut, front.URL+"/doc", strings.NewReader("content"))
+			resp, err := (&http.Client{Transport: transport(t)}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable || puts.Load() != c.sends {
+				t.Errorf("status %d after %d sends, want 503 after %d", resp.StatusCode, puts.Load(), c.sends)
+			}
+		})
 	}
 }
 
