@@ -38,7 +38,7 @@ type faultProxy struct {
 	fail    map[string]bool // method+path: fail its first request
 	reached map[string]int  // method+path: requests forwarded
 	badSig  []string
-	checked int // signatures checked
+	checked int      // signatures checked
 	headers []string // Retrystack-* headers received
 }
 
