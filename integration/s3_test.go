@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -34,6 +35,9 @@ var s3Creds = credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "wJalrXUtn
 type faultProxy struct {
 	t       *testing.T
 	next    http.Handler
+	sigv4   bool              // check every request's SigV4 signature
+	resign  bool              // by signing it again too (aws-sdk-go-v2's signer signs what its SDK signs)
+	first   map[string]string // method+path: the first request's signed form
 	mu      sync.Mutex
 	fail    map[string]bool // method+path: fail its first request
 	reached map[string]int  // method+path: requests forwarded
@@ -47,10 +51,22 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	key := r.Method + " " + r.URL.Path
 	p.mu.Lock()
-	if err := checkSigV4(r, body); err != "" {
-		p.badSig = append(p.badSig, key+": "+err)
+	if p.sigv4 {
+		// A retry sends the request the SDK signed, unchanged: the same
+		// signature over the same signed headers and body.
+		form := signedForm(r, body)
+		if f, ok := p.first[key]; !ok {
+			p.first[key] = form
+		} else if f != form {
+			p.badSig = append(p.badSig, key+": changed since the first send")
+		}
+		if p.resign {
+			if err := checkSigV4(r, body); err != "" {
+				p.badSig = append(p.badSig, key+": "+err)
+			}
+		}
+		p.checked++
 	}
-	p.checked++
 	for k := range r.Header {
 		if strings.HasPrefix(k, "Retrystack-") {
 			p.headers = append(p.headers, k)
@@ -67,6 +83,40 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.next.ServeHTTP(w, r)
+}
+
+func newFaultProxy(t *testing.T, next http.Handler, sigv4 bool) *faultProxy {
+	return &faultProxy{t: t, next: next, sigv4: sigv4, fail: map[string]bool{}, reached: map[string]int{}, first: map[string]string{}}
+}
+
+// signedForm is what a SigV4 signature covers in r: the Authorization,
+// the values of the headers it names, and the body.
+func signedForm(r *http.Request, body []byte) string {
+	auth := r.Header.Get("Authorization")
+	_, signed, _ := strings.Cut(auth, "SignedHeaders=")
+	signed, _, _ = strings.Cut(signed, ",")
+	var b strings.Builder
+	b.WriteString(auth)
+	for _, h := range strings.Split(signed, ";") {
+		b.WriteString("\n" + h + ":" + strings.Join(r.Header.Values(h), ","))
+	}
+	sum := sha256.Sum256(body)
+	b.WriteString("\n" + hex.EncodeToString(sum[:]))
+	return b.String()
+}
+
+// failFirst makes the next request of method and path fail with a 503.
+func (p *faultProxy) failFirst(method, path string) {
+	p.mu.Lock()
+	p.fail[method+" "+path] = true
+	p.mu.Unlock()
+}
+
+// count is how many requests of method and path reached the server.
+func (p *faultProxy) count(method, path string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reached[method+" "+path]
 }
 
 // checkSigV4 signs a copy of r again, with the headers its Authorization
@@ -117,7 +167,8 @@ func TestS3ThroughNewTransport(t *testing.T) {
 	s3srv := httptest.NewServer(gofakes3.New(backend).Server())
 	defer s3srv.Close()
 	target, _ := url.Parse(s3srv.URL)
-	fp := &faultProxy{t: t, next: httputil.NewSingleHostReverseProxy(target), fail: map[string]bool{}, reached: map[string]int{}}
+	fp := newFaultProxy(t, httputil.NewSingleHostReverseProxy(target), true)
+	fp.resign = true
 	front := httptest.NewServer(fp)
 	defer front.Close()
 
@@ -151,9 +202,7 @@ func TestS3ThroughNewTransport(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := bytes.Repeat([]byte("retrystack "), 10_000) // 110 KB
-	fp.mu.Lock()
-	fp.fail["PUT /uploads/obj"] = true
-	fp.mu.Unlock()
+	fp.failFirst("PUT", "/uploads/obj")
 	if _, err := client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("uploads"), Key: aws.String("obj"), Body: bytes.NewReader(data)}); err != nil {
 		t.Fatalf("PutObject: %v", err)
 	}
