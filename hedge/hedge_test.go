@@ -161,3 +161,58 @@ func TestBadConfig(t *testing.T) {
 type observerFunc func(middleware.Event)
 
 func (f observerFunc) Observe(e middleware.Event) { f(e) }
+
+// A PUT whose body has no GetBody (an SDK's upload) is hedged too: the
+// retry layer above keeps the body as it is sent and gives the request a
+// GetBody from what it kept, so the hedge carries the whole body.
+func TestStreamedBodyIsHedged(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []string
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+		if n.Add(1) == 1 {
+			<-r.Context().Done() // the first stalls until the hedge wins
+			return
+		}
+		w.Write([]byte("ok"))
+	}))
+	tr := &http.Transport{}
+	defer func() { tr.CloseIdleConnections(); srv.Close() }()
+	e, _ := engine.New(engine.Config{Policy: policy.Default()})
+	st, _ := middleware.NewStack(e.Layer(), hedge.Layer(hedge.Config{Delay: 20 * time.Millisecond}))
+	c := &http.Client{Transport: st.Then(tr)}
+	body := strings.Repeat("upload ", 1000)
+	req, _ := http.NewRequest("PUT", srv.URL, io.NopCloser(strings.NewReader(body)))
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if rep := engine.ReportOf(resp); rep == nil || rep.Attempts[0].Hedges != 1 {
+		t.Fatalf("report %v, want one hedge", rep)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		done := len(bodies) == 2
+		mu.Unlock()
+		if done || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bodies) != 2 || bodies[0] != body || bodies[1] != body {
+		t.Errorf("the server received %d bodies of %v bytes, want 2 whole ones", len(bodies), func() (l []int) {
+			for _, b := range bodies {
+				l = append(l, len(b))
+			}
+			return
+		}())
+	}
+}
