@@ -97,12 +97,10 @@ func uploadsReset(t *trial) {
 // signalsToThirdParty sends a GET through NewTransport with its defaults
 // and counts the protocol's headers the server received.
 func signalsToThirdParty(t *trial) {
-	rt, err := retrystack.NewTransport(retrystack.Config{})
-	if err != nil {
-		t.fail(err)
+	c := transportClient(t, nil)
+	if c == nil {
 		return
 	}
-	c := &http.Client{Transport: rt}
 	defer c.CloseIdleConnections()
 	t.measure(func() (string, *engine.Report) {
 		resp, err := c.Get(t.url("/fail/1/503"))
@@ -170,13 +168,11 @@ func putOnce(body func(*trial) (io.Reader, error)) func(*trial) {
 // cookieUnderTransport logs in through NewTransport under an http.Client
 // with a jar, then asks /me which cookies it got.
 func cookieUnderTransport(t *trial) {
-	rt, err := retrystack.NewTransport(retrystack.Config{})
-	if err != nil {
-		t.fail(err)
+	jar, _ := cookiejar.New(nil)
+	c := transportClient(t, jar)
+	if c == nil {
 		return
 	}
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Transport: rt, Jar: jar}
 	defer c.CloseIdleConnections()
 	send := func(method, path, body string, header ...string) (string, string, *engine.Report) {
 		req, err := http.NewRequestWithContext(t.ctx, method, t.url(path), strings.NewReader(body))
@@ -203,4 +199,16 @@ func cookieUnderTransport(t *trial) {
 		t.extra["me_cookie"] = me
 		return status, rep
 	})
+}
+
+// transportClient is what an SDK builds over NewTransport with its
+// defaults: an http.Client, with jar when one is given; nil when the
+// transport cannot be built (recorded as the row's failure).
+func transportClient(t *trial, jar http.CookieJar) *http.Client {
+	rt, err := retrystack.NewTransport(retrystack.Config{})
+	if err != nil {
+		t.fail(err)
+		return nil
+	}
+	return &http.Client{Transport: rt, Jar: jar}
 }
