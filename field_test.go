@@ -2,6 +2,7 @@ package retrystack_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
@@ -201,5 +203,50 @@ func TestCookiesUnderNewTransport(t *testing.T) {
 	defer mu.Unlock()
 	if len(pitfalls) != 1 || pitfalls[0].Pitfall != engine.PitfallCookieLost || len(pitfalls[0].Cookies) != 1 || pitfalls[0].Cookies[0] != "lb" {
 		t.Errorf("pitfalls %+v, want cookie-lost [lb]", pitfalls)
+	}
+}
+
+// An upload whose producer stalls (an SDK's pipe) over HTTP/2: the attempt
+// times out, the transport closes the body to abort its Read, and Do
+// returns by the caller's deadline, as it does without the stack. (Found by
+// review: the replay held its lock across the stalled Read, and Do never
+// returned.)
+func TestStalledUploadOverHTTP2Returns(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	tr := srv.Client().Transport.(*http.Transport)
+	defer tr.CloseIdleConnections()
+	p := policy.Default()
+	p.Backoff, p.Budget = policy.Backoff{}, nil
+	p.AttemptTimeout = 100 * time.Millisecond
+	c, err := retrystack.NewClient(retrystack.Config{Policy: &p, Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write([]byte("hello")) // then nothing more
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "PUT", srv.URL, pr)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a stalled upload succeeded")
+		}
+	case <-time.After(30 * time.Second): // a hang detector, not a timing verdict
+		t.Fatal("Do never returned: the stalled upload held the stack")
 	}
 }

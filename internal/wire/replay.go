@@ -54,6 +54,11 @@ var errRetired = errors.New("retrystack: a later attempt replays this request bo
 // The caller's body is closed once the operation is Done and every reader
 // the transport was given is closed. Safe for concurrent use.
 type Replay struct {
+	// pull serialises the reads of the caller's body; mu guards the rest
+	// and is never held across such a read, so a reader blocked on a
+	// stalled body never blocks Close, Retire or a reader of what was
+	// kept (HTTP/2 aborts a send by closing its body during the Read).
+	pull    sync.Mutex
 	mu      sync.Mutex
 	src     io.ReadCloser
 	seeker  io.Seeker   // nil for a kept body
@@ -71,7 +76,9 @@ type Replay struct {
 	srcErr error // the caller's body ended: its last error
 	gen    int   // readers of an earlier attempt are retired
 
-	refs int // readers not yet closed, plus the operation's
+	refs     int  // readers not yet closed, plus the operation's
+	done     bool // the operation is done: the budget is given back
+	released bool // the caller's body is closed: no reader may start
 }
 
 var keptPool = sync.Pool{New: func() any { return new([]byte) }}
@@ -89,9 +96,11 @@ func NewReplay(body io.ReadCloser, limit int, budget *ReplayBudget) *Replay {
 		r.seeker, r.start, r.rewound = s, start, true
 		if at, ok := body.(io.ReaderAt); ok {
 			if end, err := s.Seek(0, io.SeekEnd); err == nil {
-				if _, err := s.Seek(start, io.SeekStart); err == nil {
-					r.at, r.size = at, end-start
+				if _, err := s.Seek(start, io.SeekStart); err != nil {
+					r.failed = true // left at its end: nothing to send
+					return r
 				}
+				r.at, r.size = at, end-start
 			}
 		}
 		return r
@@ -125,7 +134,7 @@ func (r *Replay) Reader() (io.ReadCloser, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
-	case r.failed:
+	case r.failed || r.released:
 		return nil, errNotReplayable
 	case r.at != nil:
 		r.refs++
@@ -148,28 +157,38 @@ func (r *Replay) Reader() (io.ReadCloser, error) {
 // GetBody is Reader as a Request.GetBody.
 func (r *Replay) GetBody() (io.ReadCloser, error) { return r.Reader() }
 
-// Done ends the operation's hold on the body.
-func (r *Replay) Done() { r.release() }
+// Done ends the operation's hold on the body: what it kept leaves the
+// client's budget now, even if a transport never closes a reader.
+func (r *Replay) Done() {
+	r.mu.Lock()
+	r.done = true
+	if r.budget != nil {
+		r.budget.give(r.held)
+		r.held = 0
+	}
+	r.mu.Unlock()
+	r.release()
+}
 
+// release drops one hold; the last closes the caller's body and pools
+// what was kept, under mu, so no reader copies from it afterwards.
 func (r *Replay) release() {
 	r.mu.Lock()
 	r.refs--
-	last := r.refs == 0
-	r.mu.Unlock()
-	if !last {
+	if r.refs > 0 || r.released {
+		r.mu.Unlock()
 		return
 	}
-	r.src.Close()
+	r.released = true
 	if r.kept != nil {
-		if r.budget != nil {
-			r.budget.give(r.held)
-		}
 		if cap(r.kept) <= 2*r.limit {
 			k := r.kept[:0]
 			keptPool.Put(&k)
 		}
 		r.kept = nil
 	}
+	r.mu.Unlock()
+	r.src.Close() // ends a read blocked in it
 }
 
 type replayReader struct {
@@ -181,42 +200,76 @@ type replayReader struct {
 
 func (rd *replayReader) Read(p []byte) (int, error) {
 	r := rd.r
+	if n, done, err := rd.fromKept(p); done {
+		return n, err
+	}
+	if r.seeker != nil {
+		// Rewound for this reader, the only one at a time.
+		r.pull.Lock()
+		defer r.pull.Unlock()
+		return r.src.Read(p)
+	}
+	// At the end of what was kept: read on from the caller's body, one
+	// reader at a time, and keep what fits.
+	r.pull.Lock()
+	defer r.pull.Unlock()
+	if n, done, err := rd.fromKept(p); done { // another reader pulled meanwhile
+		return n, err
+	}
+	n, err := r.src.Read(p)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	switch {
-	case rd.closed:
-		return 0, http.ErrBodyReadAfterClose
-	case rd.gen != r.gen:
-		return 0, errRetired
-	case r.seeker != nil:
-		return r.src.Read(p) // rewound for this reader, the only one
-	case rd.pos < len(r.kept) && r.over != rd:
-		n := copy(p, r.kept[rd.pos:])
-		rd.pos += n
-		return n, nil
-	case r.srcErr != nil && r.over == nil:
-		return 0, r.srcErr
-	case r.over != nil && r.over != rd:
-		return 0, errNotReplayable
-	}
-	// At the end of what was kept: read on from the caller's body, and
-	// keep what fits.
-	n, err := r.src.Read(p)
+	current := !rd.closed && rd.gen == r.gen && !r.released
 	if n > 0 && r.over == nil {
-		if len(r.kept)+n <= r.limit && (r.budget == nil || r.budget.take(int64(n))) {
-			if r.budget != nil {
+		if !r.released && len(r.kept)+n <= r.limit && (r.budget == nil || r.done || r.budget.take(int64(n))) {
+			if r.budget != nil && !r.done {
 				r.held += int64(n)
 			}
-			r.kept = append(r.kept, p[:n]...)
-			rd.pos += n
-		} else {
+			r.kept = append(r.kept, p[:n]...) // kept even for a reader that is no longer current: the next one needs it
+			if current {
+				rd.pos += n
+			}
+		} else if current {
 			r.over = rd // the body commits to this reader
+		} else {
+			r.over = &replayReader{} // lost with a retired reader: no one can send it whole
 		}
 	}
 	if err != nil && r.over == nil {
 		r.srcErr = err
 	}
+	if !current {
+		return 0, errRetired
+	}
 	return n, err
+}
+
+// fromKept serves a read from what was kept, or says why it cannot be
+// served at all; done is false when the read must go on to the caller's
+// body.
+func (rd *replayReader) fromKept(p []byte) (n int, done bool, err error) {
+	r := rd.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case rd.closed:
+		return 0, true, http.ErrBodyReadAfterClose
+	case rd.gen != r.gen:
+		return 0, true, errRetired
+	case r.released:
+		return 0, true, errNotReplayable
+	case r.seeker != nil:
+		return 0, false, nil
+	case rd.pos < len(r.kept) && r.over != rd:
+		n := copy(p, r.kept[rd.pos:])
+		rd.pos += n
+		return n, true, nil
+	case r.srcErr != nil && r.over == nil:
+		return 0, true, r.srcErr
+	case r.over != nil && r.over != rd:
+		return 0, true, errNotReplayable
+	}
+	return 0, false, nil
 }
 
 func (rd *replayReader) Close() error {

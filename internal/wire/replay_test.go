@@ -212,3 +212,121 @@ func TestReplaySeekOnly(t *testing.T) {
 		t.Fatal("replayable although Seek failed at once")
 	}
 }
+
+// stall is a caller's body whose Read blocks until it is closed, and says
+// when a Read is blocked in it.
+type stall struct {
+	entered, closed chan struct{}
+	once            sync.Once
+}
+
+func (s *stall) Read([]byte) (int, error) {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	<-s.closed
+	return 0, io.ErrClosedPipe
+}
+
+func (s *stall) Close() error { s.once.Do(func() { close(s.closed) }); return nil }
+
+// A reader blocked on a stalled body blocks neither Close (HTTP/2 aborts a
+// send by closing its body during the Read), nor Retire, nor Replayable;
+// the operation's end closes the caller's body, which ends the Read.
+// (Found by review: the lock was held across the Read.)
+func TestReplayStalledBodyBlocksNothing(t *testing.T) {
+	s := &stall{entered: make(chan struct{}, 1), closed: make(chan struct{})}
+	r := NewReplay(s, 1<<10, nil)
+	rd, _ := r.Reader()
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := rd.Read(make([]byte, 8))
+		readErr <- err
+	}()
+	<-s.entered // the Read is blocked in the caller's body
+	rd.Close()
+	r.Retire()
+	r.Replayable()
+	r.Done() // the last hold: closes the caller's body
+	if err := <-readErr; err == nil {
+		t.Error("the blocked Read ended without an error")
+	}
+}
+
+// After the operation and its readers are done, GetBody (a caller's, on
+// resp.Request) gets an error, not an empty body; the caller's body is
+// closed once; the budget is whole. (Found by review.)
+func TestReplayReaderAfterDone(t *testing.T) {
+	body := &closeCount{r: strings.NewReader("payload")}
+	b := NewReplayBudget(100)
+	r := NewReplay(body, 1<<10, b)
+	readAll(t, r)
+	r.Done()
+	if _, err := r.GetBody(); err == nil {
+		t.Error("GetBody after the operation was done gave a reader")
+	}
+	if body.closed.Load() != 1 || b.left.Load() != 100 {
+		t.Errorf("closed %d times, budget %d; want 1, 100", body.closed.Load(), b.left.Load())
+	}
+}
+
+// GetBody racing the last release neither races nor reads a pooled
+// buffer. (Found by review.)
+func TestReplayGetBodyRacesRelease(t *testing.T) {
+	for range 200 {
+		r := NewReplay(&closeCount{r: strings.NewReader("payload")}, 1<<10, NewReplayBudget(1<<10))
+		readAll(t, r)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if rd, err := r.GetBody(); err == nil {
+				if b, _ := io.ReadAll(rd); len(b) > 0 && string(b) != "payload" {
+					t.Errorf("read %q", b)
+				}
+				rd.Close()
+			}
+		}()
+		r.Done()
+		<-done
+	}
+}
+
+// halfSeeker's Seek back to the start fails after a Seek to the end.
+type halfSeeker struct {
+	*strings.Reader
+	atEnd bool
+}
+
+func (h *halfSeeker) Seek(off int64, whence int) (int64, error) {
+	if whence == io.SeekStart && h.atEnd {
+		return 0, errors.New("seek failed")
+	}
+	h.atEnd = h.atEnd || whence == io.SeekEnd
+	return h.Reader.Seek(off, whence)
+}
+func (h *halfSeeker) Close() error { return nil }
+
+// A Seek back that fails while measuring the body leaves it at its end:
+// not replayable, never an empty first send. (Found by review.)
+func TestReplaySeekFailsMidway(t *testing.T) {
+	if NewReplay(&halfSeeker{Reader: strings.NewReader("payload")}, 1<<10, nil).Replayable() {
+		t.Error("replayable though it was left at its end")
+	}
+}
+
+// A transport that never closes the readers it was given does not keep the
+// kept bytes from the client's budget after the operation. (Found by
+// review.)
+func TestReplayBudgetBackAtDone(t *testing.T) {
+	b := NewReplayBudget(1 << 10)
+	for range 3 {
+		r := NewReplay(io.NopCloser(strings.NewReader(strings.Repeat("x", 400))), 1<<10, b)
+		rd, _ := r.Reader()
+		io.ReadAll(rd) // never closed
+		r.Done()
+	}
+	if left := b.left.Load(); left != 1<<10 {
+		t.Errorf("budget left %d of %d", left, 1<<10)
+	}
+}
