@@ -80,6 +80,20 @@ func TestBadConfigIsATypedError(t *testing.T) {
 		{"budget ttl under a second", budget(time.Millisecond, 10, 0.2), configErr("Budget.TTL")},
 		{"budget ttl over a minute", budget(time.Hour, 10, 0.2), configErr("Budget.TTL")},
 		{"negative budget reserve", budget(10*time.Second, -1, 0.2), configErr("Budget.MinPerSecond")},
+		{"negative replay limit", func() error {
+			c, err := retrystack.NewClient(retrystack.Config{ReplayLimit: -1})
+			if c != nil {
+				return errors.New("a client came back")
+			}
+			return err
+		}, configErr("ReplayLimit")},
+		{"negative replay total", func() error {
+			c, err := retrystack.NewTransport(retrystack.Config{ReplayTotal: -1})
+			if c != nil {
+				return errors.New("a transport came back")
+			}
+			return err
+		}, configErr("ReplayTotal")},
 		{"negative redirect hops", func() error {
 			c, err := retrystack.NewClient(retrystack.Config{Redirect: redirect.Config{MaxHops: -1}})
 			if c != nil {
