@@ -249,11 +249,11 @@ func TestPresignedURLSecretsStayOut(t *testing.T) {
 	for _, s := range spans.Ended() {
 		seen = append(seen, s.Name())
 		for _, kv := range s.Attributes() {
-			seen = append(seen, kv.Value.Emit())
+			seen = append(seen, kv.Value.String())
 		}
 		for _, e := range s.Events() {
 			for _, kv := range e.Attributes {
-				seen = append(seen, kv.Value.Emit())
+				seen = append(seen, kv.Value.String())
 			}
 		}
 		seen = append(seen, s.Status().Description)
