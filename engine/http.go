@@ -78,12 +78,14 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		op = s.Operation()
 		defer op.End()
 		o = &s.o
-	} else if w := op.Take(); w != nil && w.Layer.(*httpOp).t == t {
-		o = w.Layer.(*httpOp)
-	} else {
-		if w != nil {
+	} else if w := op.Take(); w != nil {
+		if x, ok := w.Layer.(*httpOp); ok && x.t == t {
+			o = x
+		} else {
 			op.Reserve(w) // another retry layer's
 		}
+	}
+	if o == nil {
 		o = new(httpOp)
 	}
 	o.t = t
