@@ -104,3 +104,5 @@ func (o *funcOp[T]) emit(middleware.Event) {}
 func (o *funcOp[T]) canReplay() bool { return true }
 
 func (o *funcOp[T]) uncarried() []string { return nil }
+
+func (o *funcOp[T]) cookies(T) []string { return nil }

@@ -37,9 +37,13 @@ func (e *Engine) Layer() middleware.Layer {
 // transport is the HTTP retry layer's RoundTripper. It is safe for
 // concurrent use.
 type transport struct {
-	e    *Engine
-	next http.RoundTripper
+	e       *Engine
+	next    http.RoundTripper
+	inStack bool // Stack.Then wrapped it: set before any request
 }
+
+// InStack implements operation.Member.
+func (t *transport) InStack() { t.inStack = true }
 
 var _ http.RoundTripper = (*transport)(nil)
 
@@ -68,11 +72,14 @@ type started struct {
 // *Error or, with FailOnExhausted, an *ExhaustedError; both carry the
 // Report, as does the response (see ReportOf).
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	op := operation.From(req.Context())
+	var op *operation.Operation
+	if t.inStack {
+		op = operation.From(req.Context())
+	}
 	var o *httpOp
 	if op == nil {
 		// Used without a Stack: the layer starts the operation itself,
-		// and numbers its sends.
+		// and numbers its sends, even under another operation's context.
 		s := new(started)
 		req = s.Init(req, false)
 		op = s.Operation()
@@ -119,9 +126,12 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 		o.trace = op.Trace()
 	} else {
 		// A retry layer inside another: its attempts need a trace of
-		// their own, composed with the operation's (the rarer way).
+		// their own, composed with the operation's (the rarer way). Each
+		// attempt's context, which the caller may keep, then reaches both:
+		// neither goes back to the pool.
 		o.trace = wire.GetTrace()
-		defer wire.PutTrace(o.trace)
+		o.trace.Unpooled()
+		op.Trace().Unpooled()
 		o.compose = true
 	}
 	if wire.HasBody(req) && req.GetBody == nil {
@@ -243,13 +253,13 @@ type httpOp struct {
 	e         *Engine // t's, or a route's
 	req       *http.Request
 	operation *operation.Operation
-	trace     *wire.Trace  // the operation's, or o's own when it does not own the operation
-	attempts  int32        // attempts made, for numbering without a Stack
-	refreshed bool         // RefreshAuth ran for this operation
-	compose   bool         // each attempt composes o's trace with the operation's
-	signals   bool         // o speaks the cross-layer protocol with the request's host
-	rp        *wire.Replay // the body's replay, when it has no GetBody
-	carried   []string     // Set-Cookie lines of discarded responses, for the final one
+	trace     *wire.Trace     // the operation's, or o's own when it does not own the operation
+	attempts  int32           // attempts made, for numbering without a Stack
+	refreshed bool            // RefreshAuth ran for this operation
+	compose   bool            // each attempt composes o's trace with the operation's
+	signals   bool            // o speaks the cross-layer protocol with the request's host
+	rp        *wire.Replay    // the body's replay, when it has no GetBody
+	carried   []carriedCookie // Set-Cookie lines of discarded responses, for the final one
 	rep       Report
 	outside   *operation.Context // the hooks' and RefreshAuth's: the operation detached; nil when the engine has neither
 	owner     operation.Owner    // what the layers below read, when o owns the operation
@@ -305,7 +315,9 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	}
 	// A request forwarded from a caller (a proxy) may carry the caller's
 	// values: this layer's own replace them, or they go.
-	stale := o.signals && ((attemptHdr == "" && len(o.req.Header[o.e.attemptHeader]) > 0) ||
+	// Stale values go whether or not this layer speaks the protocol with
+	// the host: a third party never gets a caller's either.
+	stale := !o.e.signals.Off && ((attemptHdr == "" && len(o.req.Header[o.e.attemptHeader]) > 0) ||
 		(timeoutHdr == "" && len(o.req.Header[o.e.timeoutHeader]) > 0))
 	headers := attemptHdr != "" || timeoutHdr != "" || stale
 	r := o.req
@@ -325,7 +337,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	if o.e.prepare != nil || headers {
 		// Prepare and the headers change this attempt's header, never the
 		// caller's.
-		r.Header = withSignals(o.req.Header, o.e.attemptHeader, attemptHdr, o.e.timeoutHeader, timeoutHdr, o.signals)
+		r.Header = withSignals(o.req.Header, o.e.attemptHeader, attemptHdr, o.e.timeoutHeader, timeoutHdr, !o.e.signals.Off)
 	}
 	if o.e.prepare != nil {
 		if err := o.e.prepare(r, n); err != nil {
@@ -393,18 +405,29 @@ func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error)
 // discard shows the response to the observer a layer above installed,
 // then releases it without letting a stalled body hold the operation.
 func (o *httpOp) discard(resp *http.Response) (lost []string) {
+	lost = o.cookies(resp)
+	if o.observed() {
+		o.emit(middleware.Event{Name: protocol.EventDiscarded, Attrs: []attribute.KeyValue{semconv.HTTPResponseStatusCode(resp.StatusCode)}})
+	}
+	wire.Discard(resp)
+	return lost
+}
+
+// cookies shows resp, which the caller will not get, to the cookie layer
+// above, or keeps its Set-Cookie lines for the final response; it names
+// the cookies now lost.
+func (o *httpOp) cookies(resp *http.Response) (lost []string) {
 	if obs := o.operation.Discard(); obs != nil {
 		lost = obs(resp)
 	} else if sc := resp.Header["Set-Cookie"]; len(sc) > 0 {
 		// No cookie layer above: the caller's http.Client (its Jar)
 		// stores what the final response carries (RFC 6265: a user agent
 		// stores the cookies of every response it receives).
-		o.carried = append(o.carried, sc...)
+		host := hostOf(resp)
+		for _, line := range sc {
+			o.carried = append(o.carried, carriedCookie{line: line, host: host})
+		}
 	}
-	if o.observed() {
-		o.emit(middleware.Event{Name: protocol.EventDiscarded, Attrs: []attribute.KeyValue{semconv.HTTPResponseStatusCode(resp.StatusCode)}})
-	}
-	wire.Discard(resp)
 	return lost
 }
 
@@ -427,12 +450,32 @@ func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
 	}
 	if len(o.carried) > 0 {
 		// The discarded responses' cookies first: the final response's own
-		// come after them, and win.
-		if resp.Header == nil {
-			resp.Header = make(http.Header)
+		// come after them, and win. Only those of the final response's
+		// host: the Client's jar stores them for its URL (a Prepare may
+		// have sent an attempt elsewhere); the others are named lost. The
+		// header is copied: a layer below may share its map.
+		host := hostOf(resp)
+		var lines, rest []carriedCookie
+		for _, c := range o.carried {
+			if c.host == host {
+				lines = append(lines, c)
+			} else {
+				rest = append(rest, c)
+			}
 		}
-		resp.Header["Set-Cookie"] = append(o.carried, resp.Header["Set-Cookie"]...)
-		o.carried = nil
+		if len(lines) > 0 {
+			h := resp.Header.Clone()
+			if h == nil {
+				h = make(http.Header)
+			}
+			sc := make([]string, 0, len(lines)+len(h["Set-Cookie"]))
+			for _, c := range lines {
+				sc = append(sc, c.line)
+			}
+			h["Set-Cookie"] = append(sc, h["Set-Cookie"]...)
+			resp.Header = h
+		}
+		o.carried = rest
 	}
 	if !o.body.Watch(resp, o) {
 		d.release()
@@ -502,11 +545,23 @@ func (o *httpOp) canReplay() bool { return o.rp == nil || o.rp.Replayable() }
 // response will carry.
 func (o *httpOp) uncarried() []string {
 	var names []string
-	for _, line := range o.carried {
-		if c, err := http.ParseSetCookie(line); err == nil {
-			names = append(names, c.Name)
+	for _, c := range o.carried {
+		if ck, err := http.ParseSetCookie(c.line); err == nil {
+			names = append(names, ck.Name)
 		}
 	}
 	o.carried = nil
 	return names
+}
+
+// A carriedCookie is a Set-Cookie line of a discarded response and the
+// host that sent it.
+type carriedCookie struct{ line, host string }
+
+// hostOf is the host resp answers for.
+func hostOf(resp *http.Response) string {
+	if resp.Request != nil && resp.Request.URL != nil {
+		return resp.Request.URL.Host
+	}
+	return ""
 }

@@ -40,6 +40,10 @@ type loopOp[T any] interface {
 	// carried on the result the operation would hand back, when it hands
 	// back none.
 	uncarried() []string
+	// cookies shows a result the caller gets only as an error
+	// (FailOnExhausted) to the cookie layer above, and names the cookies
+	// lost.
+	cookies(v T) []string
 }
 
 // facts are what the loop needs to know of an operation's request, found
@@ -205,7 +209,9 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 		// The answer came as the caller's deadline passed (or it gave up):
 		// its body could not be read in time, and a late answer is a
 		// failure. The context's error is the result.
-		l.o.discard(v)
+		if lost := l.o.discard(v); len(lost) > 0 {
+			l.pitfall(PitfallCookieLost, lost...)
+		}
 		var zero T
 		v, err = zero, l.op.Err()
 		if err == nil {
@@ -266,6 +272,9 @@ func (l *loop[T]) finish(stop policy.StopReason, v T, err error, dec policy.Deci
 	if dec.Retry || dec.Stop == policy.StopPushback { // a status the policy wanted to retry: the Ok(503) trap
 		if l.e.failOnExhausted {
 			if resp, ok := any(v).(*http.Response); ok {
+				if lost := l.o.cookies(v); len(lost) > 0 {
+					l.pitfall(PitfallCookieLost, lost...)
+				}
 				se := statusError(resp)
 				l.holding = false // statusError closed it
 				l.d.release()
@@ -277,8 +286,10 @@ func (l *loop[T]) finish(stop policy.StopReason, v T, err error, dec policy.Deci
 		}
 		l.pitfall(PitfallExhaustedRetryableStatus)
 	}
+	v = l.o.keep(v, l.d)
+	l.lose() // cookies of discarded answers the final one could not carry
 	l.end(stop)
-	return l.o.keep(v, l.d), nil
+	return v, nil
 }
 
 // lose fires cookie-lost for the cookies no result will carry: the

@@ -109,6 +109,9 @@ func (s Stack) Then(base http.RoundTripper) http.RoundTripper {
 		if st, ok := rt.(operation.Starter); ok {
 			starter = st // the outermost retry layer's state is allocated with the operation
 		}
+		if m, ok := rt.(operation.Member); ok {
+			m.InStack()
+		}
 	}
 	return &chain{top: rt, base: base, starter: starter, layered: len(s.layers) > 0, order: s.String()}
 }

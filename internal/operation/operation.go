@@ -316,6 +316,12 @@ type Starter interface {
 	StartOperation(req *http.Request) (*http.Request, *Operation)
 }
 
+// A Member is a layer that needs to know it is inside a Stack: one used
+// without a Stack starts operations of its own, even under the context of
+// another's (a Prepare's token request, a request made with
+// resp.Request.Context()), so it never shares that one's key or deadline.
+type Member interface{ InStack() }
+
 // Counter is the RoundTripper next to the base transport: it counts each
 // send of an operation, and is the counter's only writer.
 type Counter struct{ Base http.RoundTripper }

@@ -330,3 +330,17 @@ func TestReplayBudgetBackAtDone(t *testing.T) {
 		t.Errorf("budget left %d of %d", left, 1<<10)
 	}
 }
+
+// A trace a kept context may still reach (a composed copy in
+// resp.Request's context) never goes back to the pool, so no later
+// operation's counts can move when the kept context is used.
+func TestUnpooledTraceIsNotReused(t *testing.T) {
+	tr := GetTrace()
+	tr.Unpooled()
+	PutTrace(tr)
+	for range 100 {
+		if GetTrace() == tr {
+			t.Fatal("an unpooled trace came back from the pool")
+		}
+	}
+}

@@ -37,7 +37,7 @@ type Trace struct {
 	peer net.Addr
 
 	client   httptrace.ClientTrace
-	composed bool // WithClientTrace changed client: not pooled again
+	composed atomic.Bool // WithClientTrace changed client, or a composed copy reaches it: not pooled again
 }
 
 const (
@@ -75,13 +75,18 @@ func (t *Trace) setBit(b uint64) {
 	}
 }
 
+// Unpooled marks t as never to go back to the pool: a context that may
+// outlive the operation (resp.Request's) reaches it through a composed
+// trace.
+func (t *Trace) Unpooled() { t.composed.Store(true) }
+
 // GetTrace returns a reset trace from the pool.
 func GetTrace() *Trace { return traces.Get().(*Trace) }
 
 // PutTrace gives t back, reset, once its operation's RoundTrip has
 // returned.
 func PutTrace(t *Trace) {
-	if !t.composed {
+	if !t.composed.Load() {
 		t.Reset()
 		traces.Put(t)
 	}
@@ -96,7 +101,9 @@ func (t *Trace) Client() *httptrace.ClientTrace { return &t.client }
 // already (httptrace.WithClientTrace); t then never goes back to the
 // pool, since the composition changed its callbacks.
 func (t *Trace) With(ctx context.Context) context.Context {
-	t.composed = httptrace.ContextClientTrace(ctx) != nil
+	if httptrace.ContextClientTrace(ctx) != nil {
+		t.composed.Store(true)
+	}
 	return httptrace.WithClientTrace(ctx, &t.client)
 }
 
