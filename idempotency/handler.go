@@ -43,6 +43,10 @@ type Config struct {
 	// one is sent in full, and replays get its status and headers with no
 	// body (Idempotent-Replayed: body-not-kept). 0 means 1 MiB.
 	MaxStoredBody int
+	// OnStoreError is told each error of the Store (a Redis address, a
+	// connection refused): the 503 the client gets says only that the
+	// store failed, never how. nil: none.
+	OnStoreError func(r *http.Request, err error)
 }
 
 type keyCtx struct{}
@@ -122,7 +126,10 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 			problem(w, http.StatusServiceUnavailable, "The idempotency store is full", "Retry later.")
 			return
 		case err != nil:
-			problem(w, http.StatusServiceUnavailable, "The idempotency store failed", err.Error())
+			if cfg.OnStoreError != nil {
+				cfg.OnStoreError(r, err) // the internals reach the server's own hook, never the client
+			}
+			problem(w, http.StatusServiceUnavailable, "The idempotency store failed", "Retry later.")
 			return
 		case rec != nil:
 			replay(w, rec)

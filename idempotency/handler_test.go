@@ -1,14 +1,18 @@
 package idempotency_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/idempotency"
@@ -207,4 +211,34 @@ func FuzzHandler(f *testing.F) {
 			t.Errorf("key %q, body %q: %d writes", key, body, o.writes.Load())
 		}
 	})
+}
+
+// brokenStore fails as a store behind a network does, its error naming
+// its internals.
+type brokenStore struct{ idempotency.Store }
+
+func (brokenStore) Begin(context.Context, string, string, time.Duration) (*idempotency.Record, error) {
+	return nil, errors.New("dial tcp 10.0.3.7:6379: connect: connection refused")
+}
+
+// A store that fails answers 503 without its internals (an address): the
+// error reaches the server's own hook, never the client.
+func TestStoreErrorsStayInside(t *testing.T) {
+	var mu sync.Mutex
+	var told []string
+	srv := httptest.NewServer(idempotency.Handler(&orders{}, idempotency.Config{Store: brokenStore{}, OnStoreError: func(_ *http.Request, err error) {
+		mu.Lock()
+		told = append(told, err.Error())
+		mu.Unlock()
+	}}))
+	defer srv.Close()
+	resp, body := post(t, srv.URL, `"k1"`, "x")
+	if resp.StatusCode != http.StatusServiceUnavailable || strings.Contains(body, "10.0.3.7") || strings.Contains(body, "6379") {
+		t.Errorf("%d %s: want a 503 that names no internals", resp.StatusCode, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 1 || !strings.Contains(told[0], "10.0.3.7") {
+		t.Errorf("the hook was told %q, want the store's error", told)
+	}
 }

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -28,5 +29,37 @@ func TestMemoryStoreBound(t *testing.T) {
 	now = now.Add(2 * time.Second) // b's lease is over
 	if got, err := s.Begin(ctx, "c", "fp", time.Minute); got != nil || err != nil {
 		t.Errorf("after b expired: %v, %v; want a claim", got, err)
+	}
+}
+
+// Keyed writes at a steady rate never fill the store for a day: past its
+// bound it forgets the oldest completed answers first, and refuses only
+// when every key it holds is in flight.
+func TestMemoryStoreForgetsTheOldestAnswersFirst(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s := idempotency.NewMemoryStore(100, func() time.Time { return now })
+	ctx := context.Background()
+	key := func(i int) string { return fmt.Sprintf("k%d", i) }
+	for i := range 1000 { // ten times the bound, one a second, kept 24 h
+		if _, err := s.Begin(ctx, key(i), "fp", time.Minute); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		if err := s.Complete(ctx, key(i), &idempotency.Record{Status: 201, Fingerprint: "fp"}, 24*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Second)
+	}
+	if rec, err := s.Begin(ctx, key(999), "fp", time.Minute); rec == nil || err != nil {
+		t.Errorf("the newest answer: %v, %v; want it replayed", rec, err)
+	}
+	if rec, err := s.Begin(ctx, key(0), "fp", time.Minute); rec != nil || err != nil {
+		t.Errorf("the oldest answer: %v, %v; want it forgotten (a new claim)", rec, err)
+	}
+	// Every key in flight: refused, never a claim forgotten.
+	full := idempotency.NewMemoryStore(2, func() time.Time { return now })
+	full.Begin(ctx, "a", "fp", time.Minute)
+	full.Begin(ctx, "b", "fp", time.Minute)
+	if _, err := full.Begin(ctx, "c", "fp", time.Minute); !errors.Is(err, idempotency.ErrFull) {
+		t.Errorf("every key in flight: %v, want ErrFull", err)
 	}
 }
