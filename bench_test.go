@@ -1,12 +1,16 @@
 package retrystack_test
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"testing"
 
 	"github.com/retrystack/retrystack"
+	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/internal/faultserver"
+	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
 )
 
 // BenchmarkSuccessPath compares a bare transport with the default stack on
@@ -38,5 +42,49 @@ func BenchmarkSuccessPath(b *testing.B) {
 				resp.Body.Close()
 			}
 		})
+	}
+}
+
+// BenchmarkStackParts takes the success path apart, in memory (no
+// network): net/http alone, an empty Stack (the operation, its request
+// copy and the trace's context), the retry layer alone, and the default
+// stack. docs/benchmarks.md cites it.
+func BenchmarkStackParts(b *testing.B) {
+	b.Run("bare", func(b *testing.B) { inMemory(b, &http.Client{Transport: memory{}}) })
+	b.Run("empty-stack", func(b *testing.B) {
+		s, _ := middleware.NewStack()
+		inMemory(b, &http.Client{Transport: s.Then(memory{})})
+	})
+	b.Run("retry-only", func(b *testing.B) {
+		e, _ := engine.New(engine.Config{Policy: policy.Default()})
+		s, _ := middleware.NewStack(e.Layer())
+		inMemory(b, &http.Client{Transport: s.Then(memory{})})
+	})
+	b.Run("default-stack", func(b *testing.B) {
+		c, _ := retrystack.NewClient(retrystack.Config{Transport: memory{}})
+		inMemory(b, c)
+	})
+}
+
+// memory answers every request 200 with a 64 B body, without a network.
+type memory struct{}
+
+var body64 = bytes.Repeat([]byte("x"), 64)
+
+func (memory) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{Status: "200 OK", StatusCode: 200, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: io.NopCloser(bytes.NewReader(body64)), ContentLength: 64, Request: req}, nil
+}
+
+func inMemory(b *testing.B, c *http.Client) {
+	b.ReportAllocs()
+	for b.Loop() {
+		req, _ := http.NewRequest("GET", "http://memory.test/", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 	}
 }
