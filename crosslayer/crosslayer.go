@@ -13,6 +13,7 @@ import (
 
 	"github.com/retrystack/retrystack/internal/inbound"
 	"github.com/retrystack/retrystack/internal/protocol"
+	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -114,7 +115,7 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 		r.Header.Del(attemptName)
 		r.Header.Del(timeoutName)
 		pw := &pushbackWriter{ResponseWriter: w, st: st, name: shouldRetryName}
-		next.ServeHTTP(pw.writer(optional(w)), r.WithContext(inbound.With(ctx, st)))
+		next.ServeHTTP(pw.writer(wire.OptionalOf(w)), r.WithContext(inbound.With(ctx, st)))
 	})
 }
 
@@ -245,32 +246,6 @@ func (w *pushbackWriter) Push(target string, opts *http.PushOptions) error {
 // ResponseController Flush this way, without the pushback header.)
 func (w *pushbackWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// The optional interfaces of a ResponseWriter that Handler keeps, as bits.
-const (
-	isFlusher = 1 << iota
-	isHijacker
-	isReaderFrom
-	isPusher
-)
-
-// optional returns which of them w implements.
-func optional(w http.ResponseWriter) int {
-	has := 0
-	if _, ok := w.(http.Flusher); ok {
-		has |= isFlusher
-	}
-	if _, ok := w.(http.Hijacker); ok {
-		has |= isHijacker
-	}
-	if _, ok := w.(io.ReaderFrom); ok {
-		has |= isReaderFrom
-	}
-	if _, ok := w.(http.Pusher); ok {
-		has |= isPusher
-	}
-	return has
-}
-
 // The parts writer assembles a handler's writer from, each backed by the
 // one *pushbackWriter.
 type (
@@ -289,93 +264,93 @@ type (
 // ResponseController's, answer as they would without Handler: a writer
 // that claims Hijacker over HTTP/2 breaks WebSocket libraries, one that
 // hides ReaderFrom loses sendfile.
-func (w *pushbackWriter) writer(has int) http.ResponseWriter {
+func (w *pushbackWriter) writer(has wire.Optional) http.ResponseWriter {
 	switch has {
-	case isFlusher:
+	case wire.Flusher:
 		return struct {
 			baseWriter
 			flusher
 		}{w, w}
-	case isHijacker:
+	case wire.Hijacker:
 		return struct {
 			baseWriter
 			http.Hijacker
 		}{w, w}
-	case isFlusher | isHijacker:
+	case wire.Flusher | wire.Hijacker:
 		return struct {
 			baseWriter
 			flusher
 			http.Hijacker
 		}{w, w, w}
-	case isReaderFrom:
+	case wire.ReaderFrom:
 		return struct {
 			baseWriter
 			io.ReaderFrom
 		}{w, w}
-	case isFlusher | isReaderFrom:
+	case wire.Flusher | wire.ReaderFrom:
 		return struct {
 			baseWriter
 			flusher
 			io.ReaderFrom
 		}{w, w, w}
-	case isHijacker | isReaderFrom:
+	case wire.Hijacker | wire.ReaderFrom:
 		return struct {
 			baseWriter
 			http.Hijacker
 			io.ReaderFrom
 		}{w, w, w}
-	case isFlusher | isHijacker | isReaderFrom: // HTTP/1.1
+	case wire.Flusher | wire.Hijacker | wire.ReaderFrom: // HTTP/1.1
 		return struct {
 			baseWriter
 			flusher
 			http.Hijacker
 			io.ReaderFrom
 		}{w, w, w, w}
-	case isPusher:
+	case wire.Pusher:
 		return struct {
 			baseWriter
 			http.Pusher
 		}{w, w}
-	case isFlusher | isPusher: // HTTP/2
+	case wire.Flusher | wire.Pusher: // HTTP/2
 		return struct {
 			baseWriter
 			flusher
 			http.Pusher
 		}{w, w, w}
-	case isHijacker | isPusher:
+	case wire.Hijacker | wire.Pusher:
 		return struct {
 			baseWriter
 			http.Hijacker
 			http.Pusher
 		}{w, w, w}
-	case isFlusher | isHijacker | isPusher:
+	case wire.Flusher | wire.Hijacker | wire.Pusher:
 		return struct {
 			baseWriter
 			flusher
 			http.Hijacker
 			http.Pusher
 		}{w, w, w, w}
-	case isReaderFrom | isPusher:
+	case wire.ReaderFrom | wire.Pusher:
 		return struct {
 			baseWriter
 			io.ReaderFrom
 			http.Pusher
 		}{w, w, w}
-	case isFlusher | isReaderFrom | isPusher:
+	case wire.Flusher | wire.ReaderFrom | wire.Pusher:
 		return struct {
 			baseWriter
 			flusher
 			io.ReaderFrom
 			http.Pusher
 		}{w, w, w, w}
-	case isHijacker | isReaderFrom | isPusher:
+	case wire.Hijacker | wire.ReaderFrom | wire.Pusher:
 		return struct {
 			baseWriter
 			http.Hijacker
 			io.ReaderFrom
 			http.Pusher
 		}{w, w, w, w}
-	case isFlusher | isHijacker | isReaderFrom | isPusher:
+	case wire.Flusher | wire.Hijacker | wire.ReaderFrom | wire.Pusher:
 		return struct {
 			baseWriter
 			flusher

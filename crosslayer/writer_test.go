@@ -3,6 +3,7 @@ package crosslayer
 import (
 	"errors"
 	"github.com/retrystack/retrystack/internal/protocol"
+	"github.com/retrystack/retrystack/internal/wire"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -39,15 +40,15 @@ func TestHandlerWriterContract(t *testing.T) {
 // Each of the 16 sets of optional interfaces comes back exactly, always
 // with Unwrap, and with FlushError exactly when with Flush.
 func TestWriterKeepsExactlyTheOriginalsInterfaces(t *testing.T) {
-	for has := range isPusher << 1 {
+	for has := range wire.Pusher << 1 {
 		w := (&pushbackWriter{ResponseWriter: httptest.NewRecorder(), st: &inbound.State{}}).writer(has)
-		if got := optional(w); got != has {
+		if got := wire.OptionalOf(w); got != has {
 			t.Errorf("writer(%04b) implements %04b (bits: Pusher ReaderFrom Hijacker Flusher)", has, got)
 		}
 		if _, ok := w.(interface{ Unwrap() http.ResponseWriter }); !ok {
 			t.Errorf("writer(%04b) has no Unwrap", has)
 		}
-		if _, ok := w.(interface{ FlushError() error }); ok != (has&isFlusher != 0) {
+		if _, ok := w.(interface{ FlushError() error }); ok != (has&wire.Flusher != 0) {
 			t.Errorf("writer(%04b) has FlushError: %v, want it exactly with Flush", has, ok)
 		}
 	}
@@ -159,15 +160,15 @@ func TestHandlerWriterWithout(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		w    http.ResponseWriter
-		want int
+		want wire.Optional
 	}{
-		{"recorder", httptest.NewRecorder(), isFlusher},
+		{"recorder", httptest.NewRecorder(), wire.Flusher},
 		{"bare", bareWriter{httptest.NewRecorder()}, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var got int
+			var got wire.Optional
 			Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				got = optional(w)
+				got = wire.OptionalOf(w)
 			}), Config{}).ServeHTTP(tt.w, httptest.NewRequest(http.MethodGet, "/", nil))
 			if got != tt.want {
 				t.Errorf("next's writer implements %04b, want %04b (bits: Pusher ReaderFrom Hijacker Flusher)", got, tt.want)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrystack/retrystack/internal/wire"
 	"go.uber.org/goleak"
 )
 
@@ -116,7 +117,7 @@ func (b bareWriter) WriteHeader(code int)        { b.rec.WriteHeader(code) }
 type writerSeen struct {
 	called                      bool // wrap's handler called inner
 	panicV                      any
-	orig, inner                 optional
+	orig, inner                 wire.Optional
 	origType, innerType         string
 	origDeadline, innerDeadline error
 	copyErr, flushErr           error
@@ -130,7 +131,7 @@ func checkWriter(t *testing.T, wrap func(http.Handler) http.Handler, k writerKin
 	var s writerSeen // the handler's; the test reads what done carries
 	inner := wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.called = true
-		s.inner, s.innerType = optionalOf(w), fmt.Sprintf("%T", w)
+		s.inner, s.innerType = wire.OptionalOf(w), fmt.Sprintf("%T", w)
 		rc := http.NewResponseController(w)
 		s.innerDeadline = rc.SetWriteDeadline(time.Now().Add(hangLimit))
 		w.WriteHeader(status)
@@ -146,7 +147,7 @@ func checkWriter(t *testing.T, wrap func(http.Handler) http.Handler, k writerKin
 			s.panicV = recover()
 			done <- s
 		}()
-		s.orig, s.origType = optionalOf(w), fmt.Sprintf("%T", w)
+		s.orig, s.origType = wire.OptionalOf(w), fmt.Sprintf("%T", w)
 		// The zero time is no deadline, which these servers have anyway.
 		s.origDeadline = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 		inner.ServeHTTP(w, r)
@@ -167,10 +168,10 @@ func checkWriter(t *testing.T, wrap func(http.Handler) http.Handler, k writerKin
 	if s.inner != s.orig {
 		t.Errorf("the wrapped handler's writer %s implements %v; the original %s implements %v", s.innerType, s.inner, s.origType, s.orig)
 	}
-	if s.orig&isFlusher != 0 && s.flushErr != nil {
+	if s.orig&wire.Flusher != 0 && s.flushErr != nil {
 		t.Errorf("ResponseController.Flush on %s: %v; the original %s can flush", s.innerType, s.flushErr, s.origType)
 	}
-	if s.orig&isFlusher == 0 && !errors.Is(s.flushErr, http.ErrNotSupported) {
+	if s.orig&wire.Flusher == 0 && !errors.Is(s.flushErr, http.ErrNotSupported) {
 		t.Errorf("ResponseController.Flush on %s: %v, want http.ErrNotSupported: the original %s cannot flush", s.innerType, s.flushErr, s.origType)
 	}
 	if (s.innerDeadline == nil) != (s.origDeadline == nil) {
@@ -182,44 +183,4 @@ func checkWriter(t *testing.T, wrap func(http.Handler) http.Handler, k writerKin
 	if gotStatus != status || gotBody != first+second {
 		t.Errorf("the response is %d %q, want %d %q", gotStatus, gotBody, status, first+second)
 	}
-}
-
-// optional is a set of the optional interfaces Writer checks.
-type optional uint8
-
-const (
-	isFlusher optional = 1 << iota
-	isHijacker
-	isReaderFrom
-	isPusher
-)
-
-func optionalOf(w http.ResponseWriter) optional {
-	var has optional
-	if _, ok := w.(http.Flusher); ok {
-		has |= isFlusher
-	}
-	if _, ok := w.(http.Hijacker); ok {
-		has |= isHijacker
-	}
-	if _, ok := w.(io.ReaderFrom); ok {
-		has |= isReaderFrom
-	}
-	if _, ok := w.(http.Pusher); ok {
-		has |= isPusher
-	}
-	return has
-}
-
-func (o optional) String() string {
-	var names []string
-	for i, name := range []string{"http.Flusher", "http.Hijacker", "io.ReaderFrom", "http.Pusher"} {
-		if o&(1<<i) != 0 {
-			names = append(names, name)
-		}
-	}
-	if len(names) == 0 {
-		return "none of http.Flusher, http.Hijacker, io.ReaderFrom, http.Pusher"
-	}
-	return "{" + strings.Join(names, ", ") + "}"
 }
