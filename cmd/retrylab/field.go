@@ -103,13 +103,11 @@ func signalsToThirdParty(t *trial) {
 	}
 	defer c.CloseIdleConnections()
 	t.measure(func() (string, *engine.Report) {
-		resp, err := c.Get(t.url("/fail/1/503"))
+		status, _, rep, err := t.requestVia(t.ctx, c, "GET", t.url("/fail/1/503"), nil)
 		if err != nil {
-			return "error", engine.ReportFrom(err)
+			return "error", rep
 		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return strconv.Itoa(resp.StatusCode), engine.ReportOf(resp)
+		return strconv.Itoa(status), rep
 	})
 	n := 0
 	for _, e := range t.srv.Log() {
@@ -175,20 +173,11 @@ func cookieUnderTransport(t *trial) {
 	}
 	defer c.CloseIdleConnections()
 	send := func(method, path, body string, header ...string) (string, string, *engine.Report) {
-		req, err := http.NewRequestWithContext(t.ctx, method, t.url(path), strings.NewReader(body))
+		status, b, rep, err := t.requestVia(t.ctx, c, method, t.url(path), strings.NewReader(body), header...)
 		if err != nil {
-			return "error", "", nil
+			return "error", "", rep
 		}
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return "error", "", engine.ReportFrom(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return strconv.Itoa(resp.StatusCode), string(b), engine.ReportOf(resp)
+		return strconv.Itoa(status), b, rep
 	}
 	t.measure(func() (string, *engine.Report) {
 		status, _, rep := send("POST", "/login", "user=a", "Idempotency-Key", `"login-1"`)

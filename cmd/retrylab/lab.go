@@ -397,6 +397,12 @@ func (t *trial) requestURL(ctx context.Context, rawURL string) (status int, resp
 }
 
 func (t *trial) requestTo(ctx context.Context, method, rawURL string, rd io.Reader, header ...string) (status int, respBody string, rep *engine.Report, err error) {
+	return t.requestVia(ctx, t.client, method, rawURL, rd, header...)
+}
+
+// requestVia is requestTo through c, a client other than the trial's (a
+// row's own: an SDK's over NewTransport).
+func (t *trial) requestVia(ctx context.Context, c *http.Client, method, rawURL string, rd io.Reader, header ...string) (status int, respBody string, rep *engine.Report, err error) {
 	req, err := http.NewRequestWithContext(ctx, method, rawURL, rd)
 	if err != nil {
 		return 0, "", nil, err
@@ -404,7 +410,7 @@ func (t *trial) requestTo(ctx context.Context, method, rawURL string, rd io.Read
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	resp, err := t.client.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		return 0, "", engine.ReportFrom(err), err
 	}
