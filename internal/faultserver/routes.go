@@ -86,12 +86,21 @@ type request struct {
 	seq       int // its number in the log
 }
 
-// setBodyBytes logs how much of the body a route that reads it itself read.
-func (r *request) setBodyBytes(n int64) {
+// readBody reads body to its end (or as far as a route's reader goes),
+// logs its length and SHA-256 ("" for no body), and returns the sum in
+// hex.
+func (r *request) readBody(body io.Reader) string {
+	h := sha256.New()
+	n, _ := io.Copy(h, body)
+	sum := hex.EncodeToString(h.Sum(nil))
 	r.bodyBytes = n
 	r.s.mu.Lock()
 	r.s.log[r.seq-1].BodyBytes = n
+	if n > 0 {
+		r.s.log[r.seq-1].BodySum = sum
+	}
 	r.s.mu.Unlock()
+	return sum
 }
 
 func (r *request) status() error {
@@ -422,14 +431,10 @@ func (r *request) upload() error {
 		limit = n
 	}
 	if r.next() == 0 {
-		n, _ := io.CopyN(io.Discard, r.Body, limit)
-		r.setBodyBytes(n)
+		r.readBody(io.LimitReader(r.Body, limit))
 		return r.drop(true)
 	}
-	h := sha256.New()
-	n, _ := io.Copy(h, r.Body)
-	r.setBodyBytes(n)
-	sum := hex.EncodeToString(h.Sum(nil))
+	sum := r.readBody(r.Body)
 	r.w.Header().Set("Content-Length", strconv.Itoa(len(sum)))
 	_, err := r.w.Write([]byte(sum))
 	return err

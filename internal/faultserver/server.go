@@ -2,8 +2,6 @@ package faultserver
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io"
 	"log"
@@ -246,20 +244,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.stats[routeKey{rt.name, key}] = st
 	s.mu.Unlock()
 
-	var n int64
-	if !rt.readsBody {
-		h := sha256.New()
-		n, _ = io.Copy(h, r.Body)
-		s.mu.Lock()
-		s.log[seq-1].BodyBytes = n
-		if n > 0 {
-			s.log[seq-1].BodySum = hex.EncodeToString(h.Sum(nil))
-		}
-		s.mu.Unlock()
-	}
-
 	rw := &recorder{ResponseWriter: w, s: s, seq: seq}
-	req := &request{Request: r, key: key, args: args, bodyBytes: n, w: rw, s: s, seq: seq}
+	req := &request{Request: r, key: key, args: args, w: rw, s: s, seq: seq}
+	if !rt.readsBody {
+		req.readBody(r.Body)
+	}
 	if rt.handle == nil {
 		http.NotFound(rw, r)
 	} else if err := rt.handle(req); err != nil && rw.status == 0 {
