@@ -342,14 +342,7 @@ func (l *loop[T]) retry(n int, v T, info attemptInfo, err error, dec policy.Deci
 		e.hooks.OnRetry(Event{Context: l.hooks, Report: l.rep, Number: n, Wait: wait, FromHint: fromHint, Cause: dec.Cause})
 	}
 	if l.o.observed() {
-		source := "policy"
-		if fromHint {
-			source = "retry-after"
-		}
-		l.o.emit(middleware.Event{Name: protocol.EventRetry, Attrs: []attribute.KeyValue{
-			attribute.Float64(protocol.AttrDelay, wait.Seconds()), attribute.String(protocol.AttrDelaySource, source),
-			attribute.String(protocol.AttrLayer, l.rep.Layer), attribute.String(protocol.AttrReason, dec.Cause),
-		}})
+		l.o.emit(middleware.Event{Name: protocol.EventRetry, Attrs: protocol.RetryAttrs(wait, fromHint, l.rep.Layer, dec.Cause)})
 	}
 	return e.sleep(l.op, wait)
 }
@@ -424,11 +417,7 @@ func (l *loop[T]) pitfall(p Pitfall, cookies ...string) {
 		l.e.hooks.OnPitfall(Event{Context: l.hooks, Report: l.rep, Pitfall: p, Cookies: cookies})
 	}
 	if l.o.observed() {
-		attrs := []attribute.KeyValue{attribute.String(protocol.AttrPitfall, string(p))}
-		if len(cookies) > 0 {
-			attrs = append(attrs, attribute.StringSlice(protocol.AttrCookies, cookies))
-		}
-		l.o.emit(middleware.Event{Name: protocol.EventPitfall, Attrs: attrs})
+		l.o.emit(middleware.Event{Name: protocol.EventPitfall, Attrs: protocol.PitfallAttrs(string(p), cookies)})
 	}
 }
 

@@ -198,19 +198,25 @@ func (s *opSpan) Observe(e middleware.Event) {
 	if s.ended.Load() {
 		return // an earlier hop's span (a redirect layer above telemetry): counted by the current one
 	}
-	if s.span.IsRecording() {
-		s.span.AddEvent(e.Name, trace.WithAttributes(e.Attrs...))
+	s.t.record(s.ctx, s.span, e)
+}
+
+// record makes e an event of span and counts it in the metrics it feeds:
+// the operation span's events, and those of engine.Do's hooks.
+func (t *Telemetry) record(ctx context.Context, span trace.Span, e middleware.Event) {
+	if span.IsRecording() {
+		span.AddEvent(e.Name, trace.WithAttributes(e.Attrs...))
 	}
 	switch e.Name {
 	case protocol.EventBreaker:
-		if s.t.circuits != nil {
-			s.t.circuits.Add(s.ctx, 1, metric.WithAttributes(attrOf(e, AttrBreakerKey, "retrystack.breaker.key"), AttrBreakerState.String(attrOf(e, "", "retrystack.breaker.to").Value.AsString())))
+		if t.circuits != nil {
+			t.circuits.Add(ctx, 1, metric.WithAttributes(attrOf(e, AttrBreakerKey, "retrystack.breaker.key"), AttrBreakerState.String(attrOf(e, "", "retrystack.breaker.to").Value.AsString())))
 		}
 	case protocol.EventRetry:
-		s.t.retries.Add(s.ctx, 1, metric.WithAttributes(attrOf(e, AttrReason, AttrReason), attrOf(e, AttrLayer, AttrLayer)))
-		s.t.delay.Record(s.ctx, attrOf(e, AttrDelay, AttrDelay).Value.AsFloat64(), metric.WithAttributes(attrOf(e, AttrDelaySrc, AttrDelaySrc)))
+		t.retries.Add(ctx, 1, metric.WithAttributes(attrOf(e, AttrReason, AttrReason), attrOf(e, AttrLayer, AttrLayer)))
+		t.delay.Record(ctx, attrOf(e, AttrDelay, AttrDelay).Value.AsFloat64(), metric.WithAttributes(attrOf(e, AttrDelaySrc, AttrDelaySrc)))
 	case protocol.EventPitfall:
-		s.t.pitfalls.Add(s.ctx, 1, metric.WithAttributes(attrOf(e, AttrPitfall, AttrPitfall)))
+		t.pitfalls.Add(ctx, 1, metric.WithAttributes(attrOf(e, AttrPitfall, AttrPitfall)))
 	}
 }
 
@@ -245,27 +251,13 @@ func (t *Telemetry) Hooks() engine.Hooks {
 }
 
 func (t *Telemetry) onRetry(ev engine.Event) {
-	source := "policy"
-	if ev.FromHint {
-		source = "retry-after"
-	}
-	if span := trace.SpanFromContext(ev.Context); span.IsRecording() {
-		span.AddEvent(protocol.EventRetry, trace.WithAttributes(
-			AttrDelay.Float64(ev.Wait.Seconds()), AttrDelaySrc.String(source), AttrLayer.String(ev.Report.Layer), AttrReason.String(ev.Cause)))
-	}
-	t.retries.Add(ev.Context, 1, metric.WithAttributes(AttrReason.String(ev.Cause), AttrLayer.String(ev.Report.Layer)))
-	t.delay.Record(ev.Context, ev.Wait.Seconds(), metric.WithAttributes(AttrDelaySrc.String(source)))
+	t.record(ev.Context, trace.SpanFromContext(ev.Context), middleware.Event{Name: protocol.EventRetry,
+		Attrs: protocol.RetryAttrs(ev.Wait, ev.FromHint, ev.Report.Layer, ev.Cause)})
 }
 
 func (t *Telemetry) onPitfall(ev engine.Event) {
-	if span := trace.SpanFromContext(ev.Context); span.IsRecording() {
-		attrs := []attribute.KeyValue{AttrPitfall.String(string(ev.Pitfall))}
-		if len(ev.Cookies) > 0 {
-			attrs = append(attrs, AttrCookies.StringSlice(ev.Cookies))
-		}
-		span.AddEvent(protocol.EventPitfall, trace.WithAttributes(attrs...))
-	}
-	t.pitfalls.Add(ev.Context, 1, metric.WithAttributes(AttrPitfall.String(string(ev.Pitfall))))
+	t.record(ev.Context, trace.SpanFromContext(ev.Context), middleware.Event{Name: protocol.EventPitfall,
+		Attrs: protocol.PitfallAttrs(string(ev.Pitfall), ev.Cookies)})
 }
 
 type operationLayer struct {
