@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"github.com/retrystack/retrystack/internal/events"
 	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
 	"go.opentelemetry.io/otel/attribute"
@@ -342,7 +343,7 @@ func (l *loop[T]) retry(n int, v T, info attemptInfo, err error, dec policy.Deci
 		e.hooks.OnRetry(Event{Context: l.hooks, Report: l.rep, Number: n, Wait: wait, FromHint: fromHint, Cause: dec.Cause})
 	}
 	if l.o.observed() {
-		l.o.emit(middleware.Event{Name: protocol.EventRetry, Attrs: protocol.RetryAttrs(wait, fromHint, l.rep.Layer, dec.Cause)})
+		l.o.emit(middleware.Event{Name: protocol.EventRetry, Attrs: events.RetryAttrs(wait, fromHint, l.rep.Layer, dec.Cause)})
 	}
 	return e.sleep(l.op, wait)
 }
@@ -417,7 +418,7 @@ func (l *loop[T]) pitfall(p Pitfall, cookies ...string) {
 		l.e.hooks.OnPitfall(Event{Context: l.hooks, Report: l.rep, Pitfall: p, Cookies: cookies})
 	}
 	if l.o.observed() {
-		l.o.emit(middleware.Event{Name: protocol.EventPitfall, Attrs: protocol.PitfallAttrs(string(p), cookies)})
+		l.o.emit(middleware.Event{Name: protocol.EventPitfall, Attrs: events.PitfallAttrs(string(p), cookies)})
 	}
 }
 

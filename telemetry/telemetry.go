@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/internal/events"
 	"github.com/retrystack/retrystack/internal/inbound"
 	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/protocol"
@@ -252,12 +253,12 @@ func (t *Telemetry) Hooks() engine.Hooks {
 
 func (t *Telemetry) onRetry(ev engine.Event) {
 	t.record(ev.Context, trace.SpanFromContext(ev.Context), middleware.Event{Name: protocol.EventRetry,
-		Attrs: protocol.RetryAttrs(ev.Wait, ev.FromHint, ev.Report.Layer, ev.Cause)})
+		Attrs: events.RetryAttrs(ev.Wait, ev.FromHint, ev.Report.Layer, ev.Cause)})
 }
 
 func (t *Telemetry) onPitfall(ev engine.Event) {
 	t.record(ev.Context, trace.SpanFromContext(ev.Context), middleware.Event{Name: protocol.EventPitfall,
-		Attrs: protocol.PitfallAttrs(string(ev.Pitfall), ev.Cookies)})
+		Attrs: events.PitfallAttrs(string(ev.Pitfall), ev.Cookies)})
 }
 
 type operationLayer struct {

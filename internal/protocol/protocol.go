@@ -4,7 +4,6 @@
 package protocol
 
 import (
-	"go.opentelemetry.io/otel/attribute"
 	"net/http"
 	"strconv"
 	"time"
@@ -67,26 +66,3 @@ const (
 	AttrStopReason  = "retrystack.stop_reason"     // policy.StopReason
 	AttrHedge       = "retrystack.hedge"           // the hedge's number, from 1
 )
-
-// RetryAttrs are the attributes of EventRetry: the one list the retry
-// layer emits and telemetry's hooks for engine.Do record.
-func RetryAttrs(wait time.Duration, fromHint bool, layer, cause string) []attribute.KeyValue {
-	source := "policy"
-	if fromHint {
-		source = "retry-after"
-	}
-	return []attribute.KeyValue{
-		attribute.Float64(AttrDelay, wait.Seconds()), attribute.String(AttrDelaySource, source),
-		attribute.String(AttrLayer, layer), attribute.String(AttrReason, cause),
-	}
-}
-
-// PitfallAttrs are the attributes of EventPitfall: the cookies' names,
-// never their values.
-func PitfallAttrs(pitfall string, cookies []string) []attribute.KeyValue {
-	attrs := []attribute.KeyValue{attribute.String(AttrPitfall, pitfall)}
-	if len(cookies) > 0 {
-		attrs = append(attrs, attribute.StringSlice(AttrCookies, cookies))
-	}
-	return attrs
-}
