@@ -47,13 +47,22 @@ type Config struct {
 	// connection refused): the 503 the client gets says only that the
 	// store failed, never how. nil: none.
 	OnStoreError func(r *http.Request, err error)
+
+	// Principal, when set, names the principal a request is made for (an
+	// account, the id of an API key; never a secret itself): keys are then
+	// scoped to it, so that the same key from another principal is
+	// another key, and never gets this principal's stored answer (the
+	// draft's security considerations). nil: one scope for every client,
+	// which is safe only when no two clients can know each other's keys.
+	Principal func(r *http.Request) string
 }
 
 type keyCtx struct{}
 
 // KeyOf returns the idempotency key of the request ctx belongs to, inside
-// Handler: make it part of the handler's own write (a unique column in
-// the same transaction), so that a crash between the effect and the stored
+// Handler, scoped to its principal when Config.Principal is set: make it
+// part of the handler's own write (a unique column in the same
+// transaction), so that a crash between the effect and the stored
 // response cannot duplicate the effect.
 func KeyOf(ctx context.Context) (string, bool) {
 	k, ok := ctx.Value(keyCtx{}).(string)
@@ -89,24 +98,31 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		key, present := parseKey(r.Header.Get(protocol.IdempotencyKey))
-		if !present { // the older name many APIs use
-			key, present = parseKey(r.Header.Get(protocol.XIdempotencyKey))
+		field := r.Header.Values(protocol.IdempotencyKey)
+		if len(field) == 0 { // the older name many APIs use
+			field = r.Header.Values(protocol.XIdempotencyKey)
 		}
+		key, ok := parseKey(field)
 		switch {
-		case !present && cfg.Required:
+		case len(field) == 0 && cfg.Required:
 			problem(w, http.StatusBadRequest, "Idempotency-Key is missing", "This operation requires an Idempotency-Key header.")
 			return
-		case !present:
+		case len(field) == 0:
 			next.ServeHTTP(w, r)
+			return
+		case !ok:
+			problem(w, http.StatusBadRequest, "Idempotency-Key is malformed", "A key is one non-empty string of printable ASCII, quoted (\"...\") or not.")
 			return
 		case len(key) > cfg.MaxKeyLength:
 			problem(w, http.StatusBadRequest, "Idempotency-Key is too long", fmt.Sprintf("A key is at most %d bytes.", cfg.MaxKeyLength))
 			return
 		}
+		if cfg.Principal != nil {
+			key = scoped(cfg.Principal(r), key)
+		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, cfg.MaxRequestBody+1))
 		if err != nil {
-			problem(w, http.StatusBadRequest, "The request body could not be read", err.Error())
+			problem(w, http.StatusBadRequest, "The request body could not be read", "")
 			return
 		}
 		if int64(len(body)) > cfg.MaxRequestBody {
@@ -114,7 +130,9 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 			return
 		}
 		fp := fingerprint(r, body)
-		rec, err := cfg.Store.Begin(r.Context(), key, fp, cfg.Lease)
+		// Every refusal before the handler runs leaves no record: a retry
+		// of it runs the handler.
+		claim, rec, err := cfg.Store.Begin(r.Context(), key, fp, cfg.Lease)
 		switch {
 		case errors.Is(err, ErrInFlight):
 			problem(w, http.StatusConflict, "A request with this Idempotency-Key is being processed", "Retry once it has completed.")
@@ -126,10 +144,7 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 			problem(w, http.StatusServiceUnavailable, "The idempotency store is full", "Retry later.")
 			return
 		case err != nil:
-			if cfg.OnStoreError != nil {
-				cfg.OnStoreError(r, err) // the internals reach the server's own hook, never the client
-			}
-			problem(w, http.StatusServiceUnavailable, "The idempotency store failed", "Retry later.")
+			storeFailed(w, r, cfg, err)
 			return
 		case rec != nil:
 			replay(w, rec)
@@ -137,40 +152,91 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 		}
 
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		rw := &recorder{ResponseWriter: w, limit: cfg.MaxStoredBody, header: http.Header{}}
+		rw := &recorder{w: w, limit: cfg.MaxStoredBody, header: http.Header{}}
 		completed := false
 		defer func() {
 			if !completed {
 				// The handler panicked: no response to keep, so a retry
 				// may run it again.
-				cfg.Store.Release(context.WithoutCancel(r.Context()), key)
+				claim.Release(context.WithoutCancel(r.Context()))
 			}
 		}()
-		next.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), keyCtx{}, key)))
+		next.ServeHTTP(rw, r.WithContext(claim.Context(context.WithValue(r.Context(), keyCtx{}, key))))
 		completed = true
 		if !rw.wrote {
 			rw.WriteHeader(http.StatusOK)
 		}
-		done := rw.record()
-		done.Fingerprint = fp
-		// An error leaves no record (the response is sent already): a
-		// retry then runs the handler again, as after a crash.
-		cfg.Store.Complete(context.WithoutCancel(r.Context()), key, done, cfg.Keep)
+		// The answer is stored before it is sent: a retry that follows it
+		// finds it, even when this process dies in between.
+		err = claim.Complete(context.WithoutCancel(r.Context()), rw.record(), cfg.Keep)
+		switch {
+		case errors.Is(err, ErrNotCommitted) && !rw.sent:
+			storeFailed(w, r, cfg, err) // nothing happened: a retry runs the handler again
+			return
+		case err != nil:
+			// The effect happened and the store has not kept its answer
+			// (ErrInFlight: the lease ended while the handler ran, and
+			// another request holds the key): the handler's answer all
+			// the same.
+			if cfg.OnStoreError != nil {
+				cfg.OnStoreError(r, err)
+			}
+		}
+		rw.send()
 	})
 }
 
-// parseKey reads a key: an sf-string ("...", as the draft has it) or,
-// as clients often send, a bare token.
-func parseKey(v string) (string, bool) {
-	v = strings.TrimSpace(v)
-	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-		if s, err := strconv.Unquote(v); err == nil {
-			v = s
-		} else {
-			v = v[1 : len(v)-1]
+// storeFailed answers 503 for a store that failed, its internals told only
+// to the server's own hook.
+func storeFailed(w http.ResponseWriter, r *http.Request, cfg Config, err error) {
+	if cfg.OnStoreError != nil {
+		cfg.OnStoreError(r, err)
+	}
+	problem(w, http.StatusServiceUnavailable, "The idempotency store failed", "Retry later.")
+}
+
+// scoped is key within principal's scope: a digest of the principal, so
+// that no choice of principal or key makes two scoped keys meet.
+func scoped(principal, key string) string {
+	d := sha256.Sum256([]byte(principal))
+	return hex.EncodeToString(d[:16]) + "/" + key
+}
+
+// parseKey reads a key from the field's lines: one sf-string (RFC 8941,
+// as the draft has it) or, as clients often send, one bare run of visible
+// ASCII without quotes or backslashes. Anything else (several lines, an
+// empty string, control characters, parameters) is malformed.
+func parseKey(field []string) (string, bool) {
+	if len(field) != 1 {
+		return "", false
+	}
+	v := strings.Trim(field[0], " \t")
+	if v == "" {
+		return "", false
+	}
+	if v[0] != '"' {
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c <= ' ' || c > '~' || c == '"' || c == '\\' {
+				return "", false
+			}
+		}
+		return v, true
+	}
+	var b strings.Builder
+	for i := 1; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '\\' && i+1 < len(v) && (v[i+1] == '"' || v[i+1] == '\\'):
+			b.WriteByte(v[i+1])
+			i++
+		case c == '"':
+			return b.String(), i == len(v)-1 && b.Len() > 0
+		case c < ' ' || c > '~' || c == '\\':
+			return "", false
+		default:
+			b.WriteByte(c)
 		}
 	}
-	return v, v != ""
+	return "", false // no closing quote
 }
 
 // fingerprint binds a key to its request: method, target and body.
@@ -201,50 +267,94 @@ func replay(w http.ResponseWriter, rec *Record) {
 func problem(w http.ResponseWriter, status int, title, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": title, "status": status, "detail": detail})
+	p := map[string]any{"type": "about:blank", "title": title, "status": status}
+	if detail != "" {
+		p["detail"] = detail
+	}
+	json.NewEncoder(w).Encode(p)
 }
 
-// recorder passes the response through and keeps a copy for replays.
+// recorder holds the handler's answer until it is stored, and keeps a
+// copy for replays. An answer larger than the limit, or one the handler
+// flushes, goes out as it is written (a stream cannot wait), and its
+// replays have no body.
 type recorder struct {
-	http.ResponseWriter
+	w      http.ResponseWriter
 	limit  int
+	header http.Header // the handler's, until the answer goes out
 	status int
-	header http.Header
 	body   bytes.Buffer
-	over   bool
-	wrote  bool
+	wrote  bool // the handler chose its status
+	sent   bool // the answer went out: the writer is w's own from then on
+	over   bool // the body outgrew the limit
+}
+
+func (r *recorder) Header() http.Header {
+	if r.sent {
+		return r.w.Header()
+	}
+	return r.header
 }
 
 func (r *recorder) WriteHeader(code int) {
-	if r.wrote || code < 200 {
-		r.ResponseWriter.WriteHeader(code)
-		return
+	switch {
+	case r.sent:
+		r.w.WriteHeader(code) // net/http's own warnings for a late call
+	case code < 200: // informational: it goes out at once
+		copyHeader(r.w.Header(), r.header)
+		r.w.WriteHeader(code)
+	case !r.wrote:
+		r.wrote, r.status = true, code
 	}
-	r.wrote, r.status = true, code
-	r.header = r.ResponseWriter.Header().Clone()
-	r.ResponseWriter.WriteHeader(code)
 }
 
 func (r *recorder) Write(p []byte) (int, error) {
 	if !r.wrote {
 		r.WriteHeader(http.StatusOK)
 	}
-	if !r.over {
-		if r.body.Len()+len(p) > r.limit {
-			r.over = true
-			r.body = bytes.Buffer{}
-		} else {
-			r.body.Write(p)
-		}
+	if !r.over && r.body.Len()+len(p) > r.limit {
+		r.stream()
+		r.over, r.body = true, bytes.Buffer{}
 	}
-	return r.ResponseWriter.Write(p)
+	if !r.over {
+		r.body.Write(p) // for the record, flushed or not
+	}
+	if r.sent {
+		return r.w.Write(p)
+	}
+	return len(p), nil
 }
 
-// Flush flushes the original writer if it can.
-func (r *recorder) Flush() { http.NewResponseController(r.ResponseWriter).Flush() }
+// stream sends what the handler wrote so far, and what it writes next as
+// it comes.
+func (r *recorder) stream() {
+	if r.sent {
+		return
+	}
+	if !r.wrote {
+		r.WriteHeader(http.StatusOK)
+	}
+	r.sent = true
+	copyHeader(r.w.Header(), r.header)
+	r.w.WriteHeader(r.status)
+	if r.body.Len() > 0 {
+		r.w.Write(r.body.Bytes())
+	}
+}
+
+// send sends the answer once it is stored; a streamed one is out already.
+func (r *recorder) send() {
+	r.stream()
+}
+
+// Flush sends the answer so far: a handler that flushes streams.
+func (r *recorder) Flush() {
+	r.stream()
+	http.NewResponseController(r.w).Flush()
+}
 
 // Unwrap returns the original writer, for http.ResponseController.
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+func (r *recorder) Unwrap() http.ResponseWriter { return r.w }
 
 func (r *recorder) record() *Record {
 	h := r.header.Clone()
@@ -254,4 +364,10 @@ func (r *recorder) record() *Record {
 		rec.Body = bytes.Clone(r.body.Bytes())
 	}
 	return rec
+}
+
+func copyHeader(dst, src http.Header) {
+	for k, v := range src {
+		dst[k] = v
+	}
 }

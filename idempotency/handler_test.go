@@ -217,8 +217,8 @@ func FuzzHandler(f *testing.F) {
 // its internals.
 type brokenStore struct{ idempotency.Store }
 
-func (brokenStore) Begin(context.Context, string, string, time.Duration) (*idempotency.Record, error) {
-	return nil, errors.New("dial tcp 10.0.3.7:6379: connect: connection refused")
+func (brokenStore) Begin(context.Context, string, string, time.Duration) (idempotency.Claim, *idempotency.Record, error) {
+	return nil, nil, errors.New("dial tcp 10.0.3.7:6379: connect: connection refused")
 }
 
 // A store that fails answers 503 without its internals (an address): the

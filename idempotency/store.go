@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"container/list"
 	"context"
-	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -18,36 +17,53 @@ type Record struct {
 	// BodyKept is false when the body was larger than the handler's
 	// MaxStoredBody: a replay then has the status and headers only.
 	BodyKept bool
-	// Fingerprint is the request's the record answers: Complete stores it
-	// only over a claim with the same one.
-	Fingerprint string
 }
 
 // A Store keeps the keys of one service. It is safe for concurrent use.
 type Store interface {
 	// Begin claims key for a request whose fingerprint is fp, for lease.
-	// It returns (nil, nil) when the caller now holds the key; the record
+	// It returns the claim when the caller now holds the key; the record
 	// of a completed request with the same key and fingerprint; or
-	// ErrInFlight, ErrMismatch or ErrFull.
-	Begin(ctx context.Context, key, fp string, lease time.Duration) (*Record, error)
-	// Complete stores rec under key, kept for keep, ending the claim. A
-	// key claimed since by a request with another fingerprint (the first
-	// one's lease ran out) is left to it: ErrMismatch.
-	Complete(ctx context.Context, key string, rec *Record, keep time.Duration) error
-	// Release gives up a claim whose request produced no response to keep
-	// (its handler panicked), so that a retry runs it again.
-	Release(ctx context.Context, key string) error
+	// ErrInFlight, ErrMismatch or ErrFull (any other error: the store
+	// failed, and the handler does not run).
+	Begin(ctx context.Context, key, fp string, lease time.Duration) (Claim, *Record, error)
 }
 
-// Errors of Begin: constants, so no program can change them (compare
+// A Claim is one request's hold on its key. Only its holder completes or
+// releases it: once its lease has ended and another request has claimed
+// the key, Complete stores nothing (ErrInFlight) and Release leaves the
+// other request's claim alone.
+type Claim interface {
+	// Context returns the context the handler runs under, made from ctx.
+	// A store that commits the handler's own writes with the record puts
+	// its transaction there (stores/postgres); the others return ctx.
+	Context(ctx context.Context) context.Context
+	// Complete stores rec, kept for keep, ending the claim. It stores it
+	// also when the claim's lease has ended and no other request has
+	// claimed the key since. A transactional store commits the handler's
+	// writes with rec, and returns nil with nothing stored when the
+	// handler rolled them back; ErrNotCommitted when the commit failed.
+	Complete(ctx context.Context, rec *Record, keep time.Duration) error
+	// Release gives up a claim whose request produced no response to keep
+	// (its handler panicked), so that a retry runs it again. A
+	// transactional store rolls the handler's writes back.
+	Release(ctx context.Context) error
+}
+
+// Errors of a Store: constants, so no program can change them (compare
 // with errors.Is).
 const (
 	ErrInFlight storeError = "idempotency: a request with this key is in flight"
 	ErrMismatch storeError = "idempotency: the key was used for another request"
 	ErrFull     storeError = "idempotency: the store is full"
+	// ErrNotCommitted is Complete's error when neither the record nor the
+	// handler's writes committed (a transactional store): Handler then
+	// answers 503 in place of the handler's answer, and a retry runs the
+	// handler again.
+	ErrNotCommitted storeError = "idempotency: the request's writes did not commit"
 )
 
-// storeError is the type of the errors of Begin.
+// storeError is the type of the errors of a Store.
 type storeError string
 
 func (e storeError) Error() string { return string(e) }
@@ -76,6 +92,7 @@ type MemoryStore struct {
 type entry struct {
 	key     string
 	fp      string
+	owner   *memoryClaim  // the claim that made it
 	rec     *Record       // nil while in flight
 	expires time.Time     // the lease's end while in flight, the record's after
 	at      *list.Element // in done, once completed
@@ -134,7 +151,7 @@ func (s *MemoryStore) makeRoom(now time.Time) bool {
 	return false
 }
 
-func (s *MemoryStore) Begin(_ context.Context, key, fp string, lease time.Duration) (*Record, error) {
+func (s *MemoryStore) Begin(_ context.Context, key, fp string, lease time.Duration) (Claim, *Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -142,49 +159,76 @@ func (s *MemoryStore) Begin(_ context.Context, key, fp string, lease time.Durati
 		if now.Before(e.expires) {
 			switch {
 			case e.fp != fp:
-				return nil, ErrMismatch
+				return nil, nil, ErrMismatch
 			case e.rec == nil:
-				return nil, ErrInFlight
+				return nil, nil, ErrInFlight
 			}
-			return e.rec, nil
+			return nil, e.rec, nil
 		}
 		s.forget(e) // its lease or keep ended
 	}
 	for len(s.entries) >= s.max {
 		if !s.makeRoom(now) {
-			return nil, ErrFull // every key held is in flight
+			return nil, nil, ErrFull // every key held is in flight
 		}
 	}
-	e := &entry{key: key, fp: fp, expires: now.Add(lease)}
+	c := &memoryClaim{s: s, key: key, fp: fp}
+	e := &entry{key: key, fp: fp, owner: c, expires: now.Add(lease)}
 	heap.Push(&s.inFlight, e)
 	s.entries[key] = e
-	return nil, nil
+	return c, nil, nil
 }
 
-func (s *MemoryStore) Complete(_ context.Context, key string, rec *Record, keep time.Duration) error {
+// memoryClaim is a claim of a MemoryStore: the entry it made names it as
+// its owner.
+type memoryClaim struct {
+	s       *MemoryStore
+	key, fp string
+}
+
+func (c *memoryClaim) Context(ctx context.Context) context.Context { return ctx }
+
+func (c *memoryClaim) Complete(_ context.Context, rec *Record, keep time.Duration) error {
+	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.entries[key]
-	switch {
-	case !ok:
-		return errors.New("idempotency: Complete of a key not begun")
-	case e.fp != rec.Fingerprint:
-		return ErrMismatch
+	now := s.now()
+	e, ok := s.entries[c.key]
+	if ok && e.owner != c {
+		if now.Before(e.expires) {
+			return ErrInFlight // another request claimed the key once this claim's lease ended
+		}
+		s.forget(e)
+		ok = false
 	}
-	if e.rec == nil {
-		heap.Remove(&s.inFlight, e.i)
+	if ok {
+		if e.rec == nil {
+			heap.Remove(&s.inFlight, e.i)
+		} else {
+			s.done.Remove(e.at)
+		}
 	} else {
-		s.done.Remove(e.at)
+		// The lease ended and the key was forgotten, but nobody claimed
+		// it since: this request is still the last to run, and its answer
+		// is the one to replay.
+		for len(s.entries) >= s.max {
+			if !s.makeRoom(now) {
+				return ErrFull
+			}
+		}
+		e = &entry{key: c.key, fp: c.fp, owner: c}
+		s.entries[c.key] = e
 	}
-	e.rec, e.expires = rec, s.now().Add(keep)
+	e.rec, e.expires = rec, now.Add(keep)
 	e.at = s.done.PushBack(e)
 	return nil
 }
 
-func (s *MemoryStore) Release(_ context.Context, key string) error {
+func (c *memoryClaim) Release(context.Context) error {
+	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.entries[key]; ok && e.rec == nil {
+	if e, ok := s.entries[c.key]; ok && e.owner == c && e.rec == nil {
 		s.forget(e)
 	}
 	return nil

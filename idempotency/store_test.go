@@ -23,12 +23,12 @@ func TestMemoryStoreBound(t *testing.T) {
 	ctx := context.Background()
 	s.Begin(ctx, "a", "fp", time.Minute)
 	s.Begin(ctx, "b", "fp", time.Second)
-	if _, err := s.Begin(ctx, "c", "fp", time.Minute); !errors.Is(err, idempotency.ErrFull) {
+	if _, _, err := s.Begin(ctx, "c", "fp", time.Minute); !errors.Is(err, idempotency.ErrFull) {
 		t.Fatalf("full: %v, want ErrFull", err)
 	}
 	now = now.Add(2 * time.Second) // b's lease is over
-	if got, err := s.Begin(ctx, "c", "fp", time.Minute); got != nil || err != nil {
-		t.Errorf("after b expired: %v, %v; want a claim", got, err)
+	if c, got, err := s.Begin(ctx, "c", "fp", time.Minute); c == nil || got != nil || err != nil {
+		t.Errorf("after b expired: %v, %v, %v; want a claim", c, got, err)
 	}
 }
 
@@ -41,25 +41,51 @@ func TestMemoryStoreForgetsTheOldestAnswersFirst(t *testing.T) {
 	ctx := context.Background()
 	key := func(i int) string { return fmt.Sprintf("k%d", i) }
 	for i := range 1000 { // ten times the bound, one a second, kept 24 h
-		if _, err := s.Begin(ctx, key(i), "fp", time.Minute); err != nil {
+		c, _, err := s.Begin(ctx, key(i), "fp", time.Minute)
+		if err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
-		if err := s.Complete(ctx, key(i), &idempotency.Record{Status: 201, Fingerprint: "fp"}, 24*time.Hour); err != nil {
+		if err := c.Complete(ctx, &idempotency.Record{Status: 201}, 24*time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		now = now.Add(time.Second)
 	}
-	if rec, err := s.Begin(ctx, key(999), "fp", time.Minute); rec == nil || err != nil {
+	if _, rec, err := s.Begin(ctx, key(999), "fp", time.Minute); rec == nil || err != nil {
 		t.Errorf("the newest answer: %v, %v; want it replayed", rec, err)
 	}
-	if rec, err := s.Begin(ctx, key(0), "fp", time.Minute); rec != nil || err != nil {
+	if _, rec, err := s.Begin(ctx, key(0), "fp", time.Minute); rec != nil || err != nil {
 		t.Errorf("the oldest answer: %v, %v; want it forgotten (a new claim)", rec, err)
 	}
 	// Every key in flight: refused, never a claim forgotten.
 	full := idempotency.NewMemoryStore(2, func() time.Time { return now })
 	full.Begin(ctx, "a", "fp", time.Minute)
 	full.Begin(ctx, "b", "fp", time.Minute)
-	if _, err := full.Begin(ctx, "c", "fp", time.Minute); !errors.Is(err, idempotency.ErrFull) {
+	if _, _, err := full.Begin(ctx, "c", "fp", time.Minute); !errors.Is(err, idempotency.ErrFull) {
 		t.Errorf("every key in flight: %v, want ErrFull", err)
+	}
+}
+
+// A claim whose lease ended and whose key the store then forgot to make
+// room still stores its answer when nobody claimed the key since: it is
+// the last run of the write, and a retry must get its answer, not run it
+// again.
+func TestMemoryStoreLateCompleteAfterEviction(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s := idempotency.NewMemoryStore(1, func() time.Time { return now })
+	ctx := context.Background()
+	a, _, _ := s.Begin(ctx, "a", "fp", time.Second)
+	now = now.Add(2 * time.Second)
+	b, _, err := s.Begin(ctx, "b", "fp", time.Minute) // forgets a's ended claim to make room
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Complete(ctx, &idempotency.Record{Status: 201}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Complete(ctx, &idempotency.Record{Status: 202}, time.Hour); err != nil {
+		t.Fatalf("a's late Complete: %v", err)
+	}
+	if _, rec, err := s.Begin(ctx, "a", "fp", time.Minute); rec == nil || rec.Status != 202 || err != nil {
+		t.Errorf("a's retry: %+v, %v; want a's answer replayed", rec, err)
 	}
 }
