@@ -1,0 +1,232 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/retrystack/retrystack/idempotency"
+)
+
+// A key outside the draft's syntax (an sf-string; a bare run of visible
+// ASCII is accepted too, as clients send it) gets 400, and the handler
+// never runs for it.
+func TestKeySyntax(t *testing.T) {
+	for _, tt := range []struct {
+		field []string
+		ok    bool
+	}{
+		{[]string{`"k1"`}, true},
+		{[]string{`k1`}, true},
+		{[]string{` "k1" `}, true},
+		{[]string{`"a b"`}, true},
+		{[]string{`"a\"b\\c"`}, true},
+		{[]string{`3f2b7c1e-9d4a-4f6b-8e21-5a0c9d7e4b13`}, true},
+		{[]string{``}, false},
+		{[]string{`""`}, false},
+		{[]string{`   `}, false},
+		{[]string{`"k1`}, false},
+		{[]string{`"k1";p=1`}, false},
+		{[]string{`"k1"x`}, false},
+		{[]string{`a b`}, false},
+		{[]string{`a"b`}, false},
+		{[]string{`"a\nb"`}, false},
+		{[]string{"\"a\x01b\""}, false},
+		{[]string{"a\x7fb"}, false},
+		{[]string{"\"caf\xc3\xa9\""}, false},
+		{[]string{`"a\x"`}, false},
+		{[]string{`"k1"`, `"k2"`}, false},
+	} {
+		o := &orders{}
+		req := httptest.NewRequest("POST", "/", strings.NewReader("x"))
+		req.Header["Idempotency-Key"] = tt.field
+		rec := httptest.NewRecorder()
+		idempotency.Handler(o, idempotency.Config{}).ServeHTTP(rec, req)
+		switch {
+		case tt.ok && (rec.Code != 201 || o.writes.Load() != 1):
+			t.Errorf("%q: %d, %d writes; want 201 and one write", tt.field, rec.Code, o.writes.Load())
+		case !tt.ok && (rec.Code != 400 || rec.Header().Get("Content-Type") != "application/problem+json" || o.writes.Load() != 0):
+			t.Errorf("%q: %d %s, %d writes; want 400 problem+json and no write", tt.field, rec.Code, rec.Header().Get("Content-Type"), o.writes.Load())
+		}
+	}
+}
+
+// Keys scoped per principal: another principal's request with the same
+// key, target and body is another request, and never gets the first one's
+// answer (its Set-Cookie above all).
+func TestPrincipalScopesKeys(t *testing.T) {
+	var writes atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writes.Add(1)
+		http.SetCookie(w, &http.Cookie{Name: "session", Value: r.Header.Get("Account")})
+		w.WriteHeader(201)
+		io.WriteString(w, "for "+r.Header.Get("Account"))
+	})
+	srv := httptest.NewServer(idempotency.Handler(h, idempotency.Config{Principal: func(r *http.Request) string { return r.Header.Get("Account") }}))
+	defer srv.Close()
+	send := func(account string) (*http.Response, string) {
+		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("x"))
+		req.Header.Set("Idempotency-Key", `"shared"`)
+		req.Header.Set("Account", account)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	send("alice")
+	resp, body := send("mallory")
+	if body != "for mallory" || resp.Header.Get("Idempotent-Replayed") != "" || strings.Contains(resp.Header.Get("Set-Cookie"), "alice") {
+		t.Errorf("another principal got %q, replayed %q, cookie %q", body, resp.Header.Get("Idempotent-Replayed"), resp.Header.Get("Set-Cookie"))
+	}
+	resp, body = send("alice")
+	if body != "for alice" || resp.Header.Get("Idempotent-Replayed") != "true" || writes.Load() != 2 {
+		t.Errorf("the first principal's retry: %q, replayed %q, %d writes; want its own answer replayed, 2 writes", body, resp.Header.Get("Idempotent-Replayed"), writes.Load())
+	}
+}
+
+// watched is a ResponseWriter that says whether the answer has started.
+type watched struct {
+	*httptest.ResponseRecorder
+	started atomic.Bool
+}
+
+func (w *watched) WriteHeader(code int) { w.started.Store(true); w.ResponseRecorder.WriteHeader(code) }
+func (w *watched) Write(p []byte) (int, error) {
+	w.started.Store(true)
+	return w.ResponseRecorder.Write(p)
+}
+
+// scriptedStore is a MemoryStore whose claims run a check before their
+// Complete, and may fail it.
+type scriptedStore struct {
+	*idempotency.MemoryStore
+	beginErr   error // the next Begin's, once
+	completeOf func() error
+}
+
+func (s *scriptedStore) Begin(ctx context.Context, key, fp string, lease time.Duration) (idempotency.Claim, *idempotency.Record, error) {
+	if err := s.beginErr; err != nil {
+		s.beginErr = nil
+		return nil, nil, err
+	}
+	c, rec, err := s.MemoryStore.Begin(ctx, key, fp, lease)
+	if c != nil {
+		c = scriptedClaim{c, s}
+	}
+	return c, rec, err
+}
+
+type scriptedClaim struct {
+	idempotency.Claim
+	s *scriptedStore
+}
+
+func (c scriptedClaim) Complete(ctx context.Context, rec *idempotency.Record, keep time.Duration) error {
+	if f := c.s.completeOf; f != nil {
+		if err := f(); err != nil {
+			c.Claim.Release(ctx)
+			return err
+		}
+	}
+	return c.Claim.Complete(ctx, rec, keep)
+}
+
+// The answer is stored before it goes out: a retry that follows the
+// answer always finds it, even when the process dies in between.
+func TestAnswerStoredBeforeSent(t *testing.T) {
+	w := &watched{ResponseRecorder: httptest.NewRecorder()}
+	store := &scriptedStore{MemoryStore: idempotency.NewMemoryStore(0, nil)}
+	store.completeOf = func() error {
+		if w.started.Load() {
+			t.Error("the answer started before Complete")
+		}
+		return nil
+	}
+	req := httptest.NewRequest("POST", "/", strings.NewReader("x"))
+	req.Header.Set("Idempotency-Key", "k")
+	idempotency.Handler(&orders{}, idempotency.Config{Store: store}).ServeHTTP(w, req)
+	if w.Code != 201 || !strings.Contains(w.Body.String(), `"order":1`) || w.Header().Get("Content-Type") != "application/json" {
+		t.Errorf("%d %v %q", w.Code, w.Header(), w.Body)
+	}
+}
+
+// A transactional store whose commit fails undid the handler's writes:
+// the client gets 503 (none of the handler's answer, its cookie
+// included), and the retry runs the handler.
+func TestNotCommittedAnswers503(t *testing.T) {
+	var writes atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writes.Add(1)
+		http.SetCookie(w, &http.Cookie{Name: "order", Value: "1"})
+		w.WriteHeader(201)
+	})
+	store := &scriptedStore{MemoryStore: idempotency.NewMemoryStore(0, nil)}
+	store.completeOf = func() error { return idempotency.ErrNotCommitted }
+	var told []error
+	srv := httptest.NewServer(idempotency.Handler(h, idempotency.Config{Store: store, OnStoreError: func(_ *http.Request, err error) { told = append(told, err) }}))
+	defer srv.Close()
+	resp, body := post(t, srv.URL, "k", "x")
+	if resp.StatusCode != 503 || resp.Header.Get("Set-Cookie") != "" || resp.Header.Get("Content-Type") != "application/problem+json" || len(told) != 1 || !errors.Is(told[0], idempotency.ErrNotCommitted) {
+		t.Errorf("%d %v %s, told %v; want a bare 503 problem, the hook told", resp.StatusCode, resp.Header, body, told)
+	}
+	store.completeOf = nil
+	if resp, _ := post(t, srv.URL, "k", "x"); resp.StatusCode != 201 || writes.Load() != 2 {
+		t.Errorf("the retry: %d after %d runs; want 201, the handler run again", resp.StatusCode, writes.Load())
+	}
+}
+
+// The server stores an answer if and only if the handler ran: its own 500
+// is stored and replayed (its effect may have happened), a refusal before
+// it ran (the store failed) is not, so the retry runs the handler.
+func TestStoredIfAndOnlyIfTheHandlerRan(t *testing.T) {
+	var writes atomic.Int32
+	fail := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writes.Add(1)
+		http.Error(w, "the ledger failed after writing", http.StatusInternalServerError)
+	})
+	store := &scriptedStore{MemoryStore: idempotency.NewMemoryStore(0, nil)}
+	srv := httptest.NewServer(idempotency.Handler(fail, idempotency.Config{Store: store}))
+	defer srv.Close()
+	post(t, srv.URL, "ran", "x")
+	resp, body := post(t, srv.URL, "ran", "x")
+	if resp.StatusCode != 500 || resp.Header.Get("Idempotent-Replayed") != "true" || !strings.Contains(body, "ledger") || writes.Load() != 1 {
+		t.Errorf("the handler's 500: retry got %d %q (replayed %q) after %d runs; want it replayed, one run", resp.StatusCode, body, resp.Header.Get("Idempotent-Replayed"), writes.Load())
+	}
+
+	store.beginErr = errors.New("dial tcp: connection refused")
+	ok := &orders{}
+	srv2 := httptest.NewServer(idempotency.Handler(ok, idempotency.Config{Store: store}))
+	defer srv2.Close()
+	if resp, _ := post(t, srv2.URL, "refused", "x"); resp.StatusCode != 503 || ok.writes.Load() != 0 {
+		t.Fatalf("the store failing: %d, %d runs; want 503 before the handler", resp.StatusCode, ok.writes.Load())
+	}
+	if resp, _ := post(t, srv2.URL, "refused", "x"); resp.StatusCode != 201 || resp.Header.Get("Idempotent-Replayed") != "" || ok.writes.Load() != 1 {
+		t.Errorf("the retry after the refusal: %d (replayed %q), %d runs; want the handler run", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), ok.writes.Load())
+	}
+}
+
+// A handler that flushes streams its answer, and its replay still has the
+// whole body.
+func TestFlushingHandler(t *testing.T) {
+	srv := httptest.NewServer(idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "first ")
+		http.NewResponseController(w).Flush()
+		io.WriteString(w, "second")
+	}), idempotency.Config{}))
+	defer srv.Close()
+	_, b1 := post(t, srv.URL, "k", "x")
+	resp, b2 := post(t, srv.URL, "k", "x")
+	if b1 != "first second" || b2 != b1 || resp.Header.Get("Idempotent-Replayed") != "true" || resp.Header.Get("Content-Type") != "text/plain" {
+		t.Errorf("first %q, replay %q %v", b1, b2, resp.Header)
+	}
+}
