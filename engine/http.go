@@ -443,6 +443,7 @@ func (o *httpOp) deadline(d time.Duration) time.Time {
 // to watch; an upgraded connection (101) is the caller's as it is, no
 // deadline of the engine's bounding it.
 func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
+	_, o.rep.Replayed = resp.Header[protocol.Replayed]
 	// The caller's context is the request's, and the report o's: only
 	// what differs is kept.
 	if d.cancelOp != nil || d.cancelAt != nil {

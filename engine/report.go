@@ -28,6 +28,10 @@ type Report struct {
 	Elapsed      time.Duration     // from the start to the return of the operation
 	Stop         policy.StopReason // why the operation ended
 	Pitfalls     []Pitfall         // the pitfalls that fired, in order
+	// Replayed: the final answer is one the server stored for an earlier
+	// attempt of this keyed request and sent again (Idempotent-Replayed):
+	// the write ran once, before.
+	Replayed bool
 }
 
 // AttemptRecord is one attempt of an operation.

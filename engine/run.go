@@ -148,6 +148,26 @@ type loop[T any] struct {
 	held     T             // a result not yet discarded or handed back
 	holding  bool          // held is set
 	returned bool          // the loop returned: nothing left to release
+	polled   bool          // the last retry asks again for a keyed request in flight
+}
+
+// inFlight names the stop of an operation that ended while the server
+// was still processing its keyed request (polling: this attempt's answer
+// said so; l.polled: the one before, and time ran out since): the write
+// may yet complete, which neither "deadline" nor "attempts-exhausted"
+// says.
+func (l *loop[T]) inFlight(stop policy.StopReason, polling bool) policy.StopReason {
+	switch stop {
+	case policy.StopAttemptsExhausted, policy.StopWaitExceedsBudget, policy.StopBudgetExhausted:
+		if polling {
+			return policy.StopKeyInFlight
+		}
+	case policy.StopDeadline, policy.StopAttemptTimeout:
+		if polling || l.polled {
+			return policy.StopKeyInFlight
+		}
+	}
+	return stop
 }
 
 // run runs o to its end under e's policy; the hooks get hookCtx.
@@ -162,18 +182,20 @@ func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts, r
 			if n == 1 && f.body != nil {
 				f.body.Close()
 			}
-			return l.fail(l.timeUp().mustStop(), err)
+			return l.fail(l.inFlight(l.timeUp().mustStop(), false), err)
 		}
 		v, info, dec, err := l.attempt(n)
 		stop, wait, fromHint := dec.Stop, time.Duration(0), false
 		if dec.Retry {
 			stop, wait, fromHint = l.plan(n, info, err, dec.Cause)
 		}
+		polling := dec.Retry && dec.Cause == protocol.CauseKeyInFlight
 		if stop != "" {
-			return l.finish(stop, v, err, dec)
+			return l.finish(l.inFlight(stop, polling), v, err, dec)
 		}
+		l.polled = polling
 		if err := l.retry(n, v, info, err, dec, wait, fromHint); err != nil {
-			return l.fail(l.timeUp().mustStop(), err)
+			return l.fail(l.inFlight(l.timeUp().mustStop(), false), err)
 		}
 	}
 }
@@ -368,7 +390,13 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 		}
 		l.pitfall(PitfallScopeLeak) // reqwest's quirk: resent once anyway
 	}
-	if n >= e.p.MaxAttempts {
+	// Asking again for a keyed request the server is still processing
+	// sends no work (the server answers from its store): within a
+	// deadline it is bounded by time alone, not by MaxAttempts nor the
+	// budget, so that a write that succeeded is not reported a conflict.
+	_, bounded := l.op.Deadline()
+	poll := cause == protocol.CauseKeyInFlight && bounded
+	if n >= e.p.MaxAttempts && !poll {
 		return policy.StopAttemptsExhausted, 0, false
 	}
 	if !l.f.replayable || !l.o.canReplay() {
@@ -403,7 +431,7 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 		return policy.StopWaitExceedsBudget, 0, false // a wait that cannot finish is not started
 	}
 	// Last: the budget pays only for a retry that will be sent.
-	if e.p.Budget != nil && !e.p.Budget.Withdraw() {
+	if e.p.Budget != nil && !poll && !e.p.Budget.Withdraw() {
 		l.pitfall(PitfallBudgetExhausted)
 		return policy.StopBudgetExhausted, 0, false
 	}

@@ -3,8 +3,11 @@
 // wins. It cuts the slow tail of latency (a request stuck behind a slow
 // replica, a lost packet) for a bounded amount of extra load.
 //
-// It hedges only what may be sent twice: idempotent or keyed requests
-// (policy.Idempotent, or Config.Safe) whose body can be replayed. Every
+// It hedges only what may be sent twice at once: requests of an
+// idempotent method (GET, HEAD, OPTIONS, TRACE, PUT, DELETE; or what
+// Config.Safe picks) whose body can be replayed. Not a keyed POST: a hedge
+// of it is a concurrent duplicate by definition, which an idempotency
+// server refuses (409) while the first copy runs. Every
 // loser is cancelled, its response body closed and its connection
 // released before RoundTrip returns: no goroutine outlives the request.
 // Placed inside a retry layer (its default place, as in the lab's hedge/

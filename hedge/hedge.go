@@ -14,7 +14,6 @@ import (
 	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
-	"github.com/retrystack/retrystack/policy"
 )
 
 // Config configures the hedging layer. The zero value sends one hedge
@@ -31,9 +30,10 @@ type Config struct {
 	Fallback time.Duration
 	// MaxHedges is the most hedges per request, at most 10; 0 means 1.
 	MaxHedges int
-	// Safe picks the requests that may be hedged; nil means
-	// policy.Idempotent. A request whose body cannot be replayed is never
-	// hedged.
+	// Safe picks the requests that may be hedged; nil means those of an
+	// idempotent method, keyed or not (policy.Idempotent would add keyed
+	// writes, whose hedges an idempotency server answers 409). A request
+	// whose body cannot be replayed is never hedged.
 	Safe func(*http.Request) bool
 }
 
@@ -58,7 +58,7 @@ func Layer(cfg Config) middleware.Layer {
 		cfg.MaxHedges = 1
 	}
 	if cfg.Safe == nil {
-		cfg.Safe = policy.Idempotent
+		cfg.Safe = idempotentMethod
 	}
 	h := &hedger{cfg: cfg}
 	return middleware.Layer{Name: "hedge", Wrap: func(next http.RoundTripper) http.RoundTripper {
@@ -344,4 +344,14 @@ func (h *histogram) percentile(p float64) (time.Duration, bool) {
 		}
 	}
 	return upper(buckets - 1), true
+}
+
+// idempotentMethod reports whether req's method is idempotent (RFC 9110
+// §9.2.2), whatever its headers say.
+func idempotentMethod(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete, "":
+		return true
+	}
+	return false
 }

@@ -22,6 +22,7 @@ const (
 	StopBodyFailed            StopReason = "body-failed"             // the final response's body failed while the caller read it, with no deadline to blame
 	StopPushback              StopReason = "pushback"                // the server said not to retry (a layer below already did)
 	StopCircuitOpen           StopReason = "circuit-open"            // a circuit breaker inside the retry layer refused to send
+	StopKeyInFlight           StopReason = "key-in-flight"           // the server was still processing the same keyed request (409) when time or attempts ran out: the write may yet complete
 )
 
 // A Refusal is an error by which a layer refused to send a request (a
@@ -78,8 +79,9 @@ type Decision struct {
 	// Stop is why the operation ends when Retry is false.
 	Stop StopReason
 	// Cause names what made the attempt retryable, when Retry is true:
-	// "status", "timeout", "connection", "protocol", "error", "stream"
-	// (CodexStream) or "auth" (engine's RefreshAuth). It labels metrics:
+	// "status", "rate-limited", "timeout", "connection", "protocol",
+	// "error", "key-in-flight" (Rules), "stream" (CodexStream) or "auth"
+	// (engine's RefreshAuth). It labels metrics:
 	// a custom classifier should keep to a few fixed values.
 	Cause string
 }

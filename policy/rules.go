@@ -1,6 +1,10 @@
 package policy
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/retrystack/retrystack/internal/protocol"
+)
 
 // Rules builds the usual classifier from its parts. Its Classify method is
 // a [Classifier]; a Rules value is read-only once in use.
@@ -30,6 +34,13 @@ type Rules struct {
 }
 
 // Classify decides on one attempt. It does not allocate.
+//
+// Whatever the parts say, it follows the idempotency protocol
+// (draft-ietf-httpapi-idempotency-key-header): an answer marked
+// Idempotent-Replayed is final (asking again gets the same stored
+// answer), and a 409 to a request with an Idempotency-Key (the same key
+// still being processed) is retried with the cause "key-in-flight", which
+// the engine asks again within the operation's deadline.
 func (r Rules) Classify(a Attempt) Decision {
 	cause := "status"
 	switch {
@@ -37,6 +48,19 @@ func (r Rules) Classify(a Attempt) Decision {
 		return Stop(StopSuccess) // an operation other than HTTP succeeded
 	case a.Err == nil:
 		code := a.Response.StatusCode
+		if _, replayed := a.Response.Header[protocol.Replayed]; replayed {
+			// The idempotency protocol's stored answer: asking again gets
+			// the same one.
+			if code < 400 {
+				return Stop(StopSuccess)
+			}
+			return Stop(StopNonRetryable)
+		}
+		if code == http.StatusConflict && a.Request != nil && hasIdempotencyKey(a.Request.Header) {
+			// The same keyed request is still being processed: its
+			// answer will be stored, and asking again gets it.
+			return Retry(protocol.CauseKeyInFlight)
+		}
 		if r.RateLimits && (code == http.StatusForbidden || code == http.StatusTooManyRequests) && rateLimitSpent(a.Response.Header) {
 			cause = "rate-limited"
 			break

@@ -44,6 +44,7 @@ const (
 	AttrPitfall    = attribute.Key(protocol.AttrPitfall)     // the pitfall's name
 	AttrCookies    = attribute.Key(protocol.AttrCookies)     // cookie-lost: names, never values
 	AttrLayer      = attribute.Key(protocol.AttrLayer)       // which nested retry level: "http" or "stream"
+	AttrReplayed   = attribute.Key("retrystack.replayed")    // the answer is the server's stored one (engine.Report.Replayed)
 	// The cross-layer protocol (package crosslayer): the time left the
 	// attempt told the server, in ms; the attempt of the caller's that the
 	// operation serves, when a crosslayer.Handler said it is a retry.
@@ -350,6 +351,9 @@ func (s *opSpan) finish(err error, roundTrip bool) {
 		}
 		if s.callerAttempt > 1 {
 			attrs = append(attrs, AttrCallerAttempt.Int(s.callerAttempt))
+		}
+		if s.rep != nil && s.rep.Replayed {
+			attrs = append(attrs, AttrReplayed.Bool(true))
 		}
 		if s.status > 0 {
 			attrs = append(attrs, semconv.HTTPResponseStatusCode(s.status))

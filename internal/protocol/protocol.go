@@ -66,3 +66,8 @@ const (
 	AttrStopReason  = "retrystack.stop_reason"     // policy.StopReason
 	AttrHedge       = "retrystack.hedge"           // the hedge's number, from 1
 )
+
+// CauseKeyInFlight is the retry cause of a keyed request the server is
+// still processing (409 from the idempotency protocol): the engine asks
+// again within the deadline, outside MaxAttempts and the budget.
+const CauseKeyInFlight = "key-in-flight"
