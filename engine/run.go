@@ -394,8 +394,9 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 	// sends no work (the server answers from its store): within a
 	// deadline it is bounded by time alone, not by MaxAttempts nor the
 	// budget, so that a write that succeeded is not reported a conflict.
+	// MaxAttempts 1 still turns retries off.
 	_, bounded := l.op.Deadline()
-	poll := cause == protocol.CauseKeyInFlight && bounded
+	poll := cause == protocol.CauseKeyInFlight && bounded && e.p.MaxAttempts > 1
 	if n >= e.p.MaxAttempts && !poll {
 		return policy.StopAttemptsExhausted, 0, false
 	}
