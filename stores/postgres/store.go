@@ -50,7 +50,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, table string) (*Store, error) 
 				status = NULL, header = NULL, body = NULL, body_kept = NULL
 			WHERE ` + t + `.expires <= now()
 			RETURNING true`,
-		read: `SELECT fp, done, status, header, body, body_kept FROM ` + t + ` WHERE key = $1`,
+		read: `SELECT fp, done, expires > now(), status, header, body, body_kept FROM ` + t + ` WHERE key = $1`,
 		// The record, unless another claim holds the key.
 		complete: `INSERT INTO ` + t + ` (key, fp, token, done, expires, status, header, body, body_kept)
 			VALUES ($1, $2, $3, true, now() + $4 * interval '1 millisecond', $5, $6, $7, $8)
@@ -93,55 +93,66 @@ func (s *Store) Begin(ctx context.Context, key, fp string, lease time.Duration) 
 	var t [16]byte
 	rand.Read(t[:])
 	token := hex.EncodeToString(t[:])
-	for range 3 { // a key released between the claim and the read is claimed again
-		var claimed bool
-		err := s.pool.QueryRow(ctx, s.sql.claim, key, fp, token, max(lease.Milliseconds(), 1)).Scan(&claimed)
-		if err == nil {
-			tx, err := s.pool.Begin(ctx)
-			if err != nil {
-				s.pool.Exec(context.WithoutCancel(ctx), s.sql.drop, key, token)
-				return nil, nil, fmt.Errorf("idempotency/postgres: %w", err)
-			}
-			return &claim{s: s, tx: &handlerTx{Tx: tx}, key: key, fp: fp, token: token}, nil, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, nil, fmt.Errorf("idempotency/postgres: %w", err)
-		}
-		// The key is held: by a claim, or by a record.
+	for range 3 { // a key claimed, then released, between the read and the claim is read again
+		// A read first: a replay, or a request meeting one in flight,
+		// writes nothing (no commit to wait for).
 		var (
-			heldFP   string
-			done     bool
-			status   *int32
-			header   []byte
-			body     []byte
-			bodyKept *bool
+			heldFP       string
+			done, live   bool
+			status       *int32
+			header, body []byte
+			bodyKept     *bool
 		)
-		err = s.pool.QueryRow(ctx, s.sql.read, key).Scan(&heldFP, &done, &status, &header, &body, &bodyKept)
+		err := s.pool.QueryRow(ctx, s.sql.read, key).Scan(&heldFP, &done, &live, &status, &header, &body, &bodyKept)
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			continue
+		case errors.Is(err, pgx.ErrNoRows), err == nil && !live:
+			// Free: claimed below, unless another request claims it first.
 		case err != nil:
 			return nil, nil, fmt.Errorf("idempotency/postgres: %w", err)
 		case heldFP != fp:
 			return nil, nil, idempotency.ErrMismatch
 		case !done:
 			return nil, nil, idempotency.ErrInFlight
-		}
-		rec := &idempotency.Record{Body: body}
-		if status != nil {
-			rec.Status = int(*status)
-		}
-		if bodyKept != nil {
-			rec.BodyKept = *bodyKept
-		}
-		if len(header) > 0 {
-			if err := json.Unmarshal(header, &rec.Header); err != nil {
-				return nil, nil, fmt.Errorf("idempotency/postgres: the record of key %q: %w", key, err)
+		default:
+			rec := &idempotency.Record{Body: body}
+			if status != nil {
+				rec.Status = int(*status)
 			}
+			if bodyKept != nil {
+				rec.BodyKept = *bodyKept
+			}
+			if len(header) > 0 {
+				if err := json.Unmarshal(header, &rec.Header); err != nil {
+					return nil, nil, fmt.Errorf("idempotency/postgres: the record of key %q: %w", key, err)
+				}
+			}
+			return nil, rec, nil
 		}
-		return nil, rec, nil
+		// The claim commits without waiting for its WAL flush: if the
+		// database loses it in a crash, it lost every later commit too
+		// (the WAL is one sequence), the handler's among them, so the key
+		// is rightly free. One flush per write, the handler's commit.
+		var claimed bool
+		batch := &pgx.Batch{}
+		batch.Queue(`BEGIN`)
+		batch.Queue(`SET LOCAL synchronous_commit = off`)
+		batch.Queue(s.sql.claim, key, fp, token, max(lease.Milliseconds(), 1)).QueryRow(func(row pgx.Row) error { return row.Scan(&claimed) })
+		batch.Queue(`COMMIT`)
+		err = s.pool.SendBatch(ctx, batch).Close()
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // another request claimed it since the read
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("idempotency/postgres: %w", err)
+		}
+		tx, err := s.pool.Begin(ctx)
+		if err != nil {
+			s.pool.Exec(context.WithoutCancel(ctx), s.sql.drop, key, token)
+			return nil, nil, fmt.Errorf("idempotency/postgres: %w", err)
+		}
+		return &claim{s: s, tx: &handlerTx{Tx: tx}, key: key, fp: fp, token: token}, nil, nil
 	}
-	return nil, nil, fmt.Errorf("idempotency/postgres: key %q: claimed and released three times over", key)
+	return nil, nil, fmt.Errorf("idempotency/postgres: key %q: claimed by others three times over", key)
 }
 
 // claim is a request's hold on its key, named by a random token, and the
