@@ -267,3 +267,19 @@ func TestTableName(t *testing.T) {
 		t.Errorf("a schema-qualified name: %v", err)
 	}
 }
+
+// TestExample runs Example against the database and checks what it
+// prints.
+func TestExample(t *testing.T) {
+	testPool(t)
+	r, w, _ := os.Pipe()
+	stdout := os.Stdout
+	os.Stdout = w
+	Example()
+	os.Stdout = stdout
+	w.Close()
+	out, _ := io.ReadAll(r)
+	if want := "201 placed, replayed: false\n201 placed, replayed: true\norders: 1\n"; string(out) != want {
+		t.Errorf("Example printed %q, want %q", out, want)
+	}
+}
