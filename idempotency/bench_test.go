@@ -4,11 +4,11 @@ import (
 	"testing"
 
 	"github.com/retrystack/retrystack/idempotency"
-	"github.com/retrystack/retrystack/idempotency/storetest"
+	"github.com/retrystack/retrystack/internal/storebench"
 )
 
 // BenchmarkHandler measures the middleware with the in-memory store
 // (docs/benchmarks.md).
 func BenchmarkHandler(b *testing.B) {
-	storetest.Benchmark(b, func(testing.TB) idempotency.Store { return idempotency.NewMemoryStore(0, nil) }, nil)
+	storebench.Benchmark(b, func(testing.TB) idempotency.Store { return idempotency.NewMemoryStore(0, nil) }, nil)
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/retrystack/retrystack/idempotency"
-	"github.com/retrystack/retrystack/idempotency/storetest"
+	"github.com/retrystack/retrystack/internal/storebench"
 	"github.com/retrystack/retrystack/stores/postgres"
 )
 
@@ -23,7 +23,7 @@ func BenchmarkHandler(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	storetest.Benchmark(b, func(testing.TB) idempotency.Store { return store }, func(r *http.Request) error {
+	storebench.Benchmark(b, func(testing.TB) idempotency.Store { return store }, func(r *http.Request) error {
 		tx, _ := postgres.Tx(r.Context())
 		_, err := tx.Exec(r.Context(), `INSERT INTO bench_orders (item) VALUES ('book')`)
 		return err

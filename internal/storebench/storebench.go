@@ -1,4 +1,7 @@
-package storetest
+// Package storebench measures an idempotency store under
+// idempotency.Handler: the memory store's benchmark and the Postgres
+// store's (a module of its own, inside this repository) share it.
+package storebench
 
 import (
 	"net/http"
