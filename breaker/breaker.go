@@ -7,8 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,7 +14,6 @@ import (
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"go.opentelemetry.io/otel/attribute"
-	"golang.org/x/net/http/httpguts"
 )
 
 // State is a circuit's state.
@@ -210,21 +207,7 @@ func (b *Breaker) key(req *http.Request) string {
 	if b.cfg.Key != nil {
 		return b.cfg.Key(req)
 	}
-	return hostKey(req.URL)
-}
-
-// hostKey is u's host as net/http sends it (an internationalised name in
-// punycode), in lower case, without the scheme's default port.
-func hostKey(u *url.URL) string {
-	h, err := httpguts.PunycodeHostPort(u.Host) // no copy for an ASCII host
-	if err != nil {
-		h = u.Host
-	}
-	h = strings.ToLower(h) // no copy when it is lower case already
-	if port := u.Port(); (port == "443" && u.Scheme == "https") || (port == "80" && u.Scheme == "http") {
-		h = h[:len(h)-len(port)-1]
-	}
-	return h
+	return wire.HostKey(req.URL)
 }
 
 // admit finds key's circuit and admits one request to it: a circuit

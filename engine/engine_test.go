@@ -179,7 +179,7 @@ const ms = time.Millisecond
 
 func TestStopReasons(t *testing.T) {
 	naive := policy.Default()
-	naive.Classify = policy.Rules{Statuses: policy.RetryableStatuses(), Errors: func(policy.ErrorKind) bool { return true }, Safe: policy.AnyRequest}.Classify
+	naive.Classify = policy.Rules{Statuses: policy.RetryableStatuses(), Errors: func(policy.ErrorKind) bool { return true }, Safe: func(*http.Request) bool { return true }}.Classify
 	tests := []struct {
 		name           string
 		p              policy.Policy

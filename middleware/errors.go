@@ -10,11 +10,16 @@ import (
 type LayerError struct {
 	Name   string // the layer's name
 	Reason string // what is wrong with it, e.g. "duplicate name"
+	Err    error  // the layer's own Layer.Err when that is what is wrong (a *policy.ConfigError); nil otherwise
 }
 
 func (e *LayerError) Error() string {
 	return fmt.Sprintf("middleware: layer %q: %s", e.Name, e.Reason)
 }
+
+// Unwrap returns the layer's own error (Layer.Err), such as a
+// *policy.ConfigError naming the field at fault; nil otherwise.
+func (e *LayerError) Unwrap() error { return e.Err }
 
 // StatusError is returned by [ErrorForStatus] in place of a response whose
 // status is 400 or more. It keeps what a caller needs to report or inspect

@@ -105,7 +105,7 @@ type Event struct {
 // docs/architecture.md): the retry layer's response discarded for a
 // retry, retry planned (its wait and cause), pitfall, and refusal by a
 // layer below (its stop reason); a hedge sent; a circuit breaker's state
-// change.
+// change; a request the throttle refused.
 const (
 	EventDiscarded     = protocol.EventDiscarded
 	EventRetry         = protocol.EventRetry
@@ -113,6 +113,7 @@ const (
 	EventRefusal       = protocol.EventRefusal
 	EventHedge         = protocol.EventHedge
 	EventBreakerChange = protocol.EventBreaker
+	EventThrottle      = protocol.EventThrottle
 )
 
 // An Observer is told the events of the operations it observes, on the

@@ -60,7 +60,7 @@ func NewStack(layers ...Layer) (Stack, error) {
 func validate(l Layer) error {
 	switch {
 	case l.Err != nil:
-		return &LayerError{Name: l.Name, Reason: l.Err.Error()}
+		return &LayerError{Name: l.Name, Reason: l.Err.Error(), Err: l.Err}
 	case l.Name == "":
 		return &LayerError{Name: l.Name, Reason: "empty name"}
 	case l.Name == baseName:

@@ -22,6 +22,7 @@ const (
 	StopBodyFailed            StopReason = "body-failed"             // the final response's body failed while the caller read it, with no deadline to blame
 	StopPushback              StopReason = "pushback"                // the server said not to retry (a layer below already did)
 	StopCircuitOpen           StopReason = "circuit-open"            // a circuit breaker inside the retry layer refused to send
+	StopThrottled             StopReason = "throttled"               // a throttle inside the retry layer refused to send: the host rejects too much (package throttle)
 	StopKeyInFlight           StopReason = "key-in-flight"           // the server was still processing the same keyed request (409) when time or attempts ran out: the write may yet complete
 )
 

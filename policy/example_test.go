@@ -12,14 +12,14 @@ import (
 
 // A Rules without Safe retries only idempotent or keyed requests: a POST
 // that got a 503 stops, a GET is retried. Retrying a POST anyway must be
-// asked for, with AnyRequest.
+// spelled out, with a Safe that accepts every request.
 func ExampleRules() {
 	resp := &http.Response{StatusCode: http.StatusServiceUnavailable}
 	post, _ := http.NewRequest(http.MethodPost, "http://example.test/orders", nil)
 	get, _ := http.NewRequest(http.MethodGet, "http://example.test/orders", nil)
 
 	safe := policy.Rules{Statuses: policy.NewStatusSet(503)}
-	naive := policy.Rules{Statuses: policy.NewStatusSet(503), Safe: policy.AnyRequest}
+	naive := policy.Rules{Statuses: policy.NewStatusSet(503), Safe: func(*http.Request) bool { return true }}
 	for _, req := range []*http.Request{post, get} {
 		a := policy.Attempt{Request: req, Response: resp, Number: 1, Processed: policy.Responded}
 		fmt.Printf("%s: safe %+v, naive %+v\n", req.Method, safe.Classify(a), naive.Classify(a))

@@ -1,6 +1,9 @@
 package policy
 
-import "time"
+import (
+	"net/http"
+	"time"
+)
 
 // Default returns retrystack's own safe policy: 3 attempts; only idempotent
 // or keyed requests are retried, and others only when the attempt was never
@@ -33,7 +36,7 @@ func Never() Policy {
 	return Policy{
 		Name:        "never",
 		MaxAttempts: 3,
-		Classify:    Rules{Safe: AnyRequest}.Classify,
+		Classify:    Rules{Safe: func(*http.Request) bool { return true }}.Classify,
 		RetryAfter:  RetryAfter{Ignore: true},
 		// The zero Backoff resends at once.
 	}

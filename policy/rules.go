@@ -16,8 +16,10 @@ type Rules struct {
 	Errors func(ErrorKind) bool
 	// Safe picks the requests that may be retried whatever happened to
 	// them; nil means Idempotent (an idempotent method or an idempotency
-	// key). The others stop with not-idempotent. AnyRequest retries every
-	// request, a POST included: it must be asked for. Operations without a
+	// key). The others stop with not-idempotent. To retry every request,
+	// a POST included, as naive clients do (reqwest's classifiers, Codex),
+	// and send a POST three times, spell it out:
+	// func(*http.Request) bool { return true }. Operations without a
 	// request (Attempt.Request nil) are always safe.
 	Safe func(*http.Request) bool
 	// ResendUnsentUnsafe lets a request Safe refuses be retried when the
@@ -94,8 +96,3 @@ func (r Rules) safe(req *http.Request) bool {
 	}
 	return r.Safe(req)
 }
-
-// AnyRequest is a Rules.Safe that lets every request be retried, whatever
-// its method: what naive clients do (reqwest's classifiers, Codex), and
-// what sends a POST three times. Prefer Idempotent, the default.
-func AnyRequest(*http.Request) bool { return true }

@@ -86,6 +86,8 @@ type Telemetry struct {
 	retries     metric.Int64Counter
 	pitfalls    metric.Int64Counter
 	circuits    metric.Int64Counter
+	throttled   metric.Int64Counter
+	paced       metric.Int64Counter
 }
 
 // New returns a Telemetry for cfg, or the error of creating an instrument.
@@ -106,7 +108,7 @@ func New(cfg Config) (*Telemetry, error) {
 	v := version()
 	m := mp.Meter(scopeName, metric.WithInstrumentationVersion(v))
 	t := &Telemetry{tracer: tp.Tracer(scopeName, trace.WithInstrumentationVersion(v)), prop: prop}
-	var errs [7]error
+	var errs [9]error
 	t.reqDuration, errs[0] = httpconv.NewClientRequestDuration(m)
 	t.opDuration, errs[1] = m.Float64Histogram("retrystack.client.operation.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of logical operations: every attempt, wait and redirect hop, and the read of the final body."),
@@ -123,6 +125,10 @@ func New(cfg Config) (*Telemetry, error) {
 		metric.WithDescription("Retry pitfalls seen, by pitfall."))
 	t.circuits, errs[6] = m.Int64Counter("retrystack.client.breaker.transitions", metric.WithUnit("{transition}"),
 		metric.WithDescription("Circuit-breaker state changes, by circuit and the state entered."))
+	t.throttled, errs[7] = m.Int64Counter("retrystack.client.throttled", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests the throttle refused locally, by host."))
+	t.paced, errs[8] = m.Int64Counter("retrystack.client.paced", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests that waited for a host's rate limit to reset, or stopped because the reset was past their deadline, by host and outcome."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
@@ -219,6 +225,10 @@ func (t *Telemetry) record(ctx context.Context, span trace.Span, e middleware.Ev
 		t.delay.Record(ctx, attrOf(e, AttrDelay, AttrDelay).Value.AsFloat64(), metric.WithAttributes(attrOf(e, AttrDelaySrc, AttrDelaySrc)))
 	case protocol.EventPitfall:
 		t.pitfalls.Add(ctx, 1, metric.WithAttributes(attrOf(e, AttrPitfall, AttrPitfall)))
+	case protocol.EventThrottle:
+		t.throttled.Add(ctx, 1, metric.WithAttributes(attrOf(e, "", protocol.AttrThrottleHost)))
+	case protocol.EventPacing:
+		t.paced.Add(ctx, 1, metric.WithAttributes(attrOf(e, "", protocol.AttrThrottleHost), attrOf(e, "", protocol.AttrPacingOutcome)))
 	}
 }
 

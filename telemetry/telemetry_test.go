@@ -230,7 +230,7 @@ func TestCancellationLeavesStatusUnset(t *testing.T) {
 
 func TestPitfallEvents(t *testing.T) {
 	p := presets.ReqwestForHost("127.0.0.1")
-	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: policy.AnyRequest}.Classify
+	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: func(*http.Request) bool { return true }}.Classify
 	f := setup(t, p, cookiejar.Config{Jar: cookiejar.NewJar(), DropDiscarded: true}) // reqwest's loss, for the pitfall
 	req, _ := http.NewRequest("POST", f.srv.URL()+"/login", strings.NewReader("u=a"))
 	resp, err := f.client.Do(req)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/retrystack/retrystack/internal/faultserver"
@@ -12,10 +13,10 @@ import (
 // the seed's do.
 var (
 	retry503 = func(p *policy.Policy) {
-		p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: policy.AnyRequest}.Classify
+		p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: func(*http.Request) bool { return true }}.Classify
 	}
 	retryAnyError = func(p *policy.Policy) {
-		p.Classify = policy.Rules{Errors: func(policy.ErrorKind) bool { return true }, Safe: policy.AnyRequest}.Classify
+		p.Classify = policy.Rules{Errors: func(policy.ErrorKind) bool { return true }, Safe: func(*http.Request) bool { return true }}.Classify
 	}
 	forLocalhost = func(p *policy.Policy) { p.Scope.Hosts = []string{"localhost"} }
 )

@@ -38,7 +38,7 @@ func run(w io.Writer) error {
 
 	// Seed 003's naive classifier: every 503 is retried, POST included.
 	p := presets.ReqwestForHost("127.0.0.1")
-	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: policy.AnyRequest}.Classify
+	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: func(*http.Request) bool { return true }}.Classify
 
 	for _, order := range []func(middleware.Stack) (middleware.Stack, error){
 		func(s middleware.Stack) (middleware.Stack, error) { return s, nil },

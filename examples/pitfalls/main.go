@@ -30,7 +30,7 @@ func main() {
 // naive is seed 003's classifier: every 503 is retried, whatever the method.
 func naive() *policy.Policy {
 	p := presets.ReqwestForHost("127.0.0.1")
-	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: policy.AnyRequest}.Classify
+	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: func(*http.Request) bool { return true }}.Classify
 	return &p
 }
 

@@ -72,7 +72,7 @@ func Node() policy.Policy {
 func ReqwestDefault() policy.Policy {
 	p := policy.Never()
 	p.Name = "reqwest-default"
-	p.Classify = policy.Rules{Errors: policy.ErrorKind.ProtocolNack, Safe: policy.AnyRequest}.Classify
+	p.Classify = policy.Rules{Errors: policy.ErrorKind.ProtocolNack, Safe: func(*http.Request) bool { return true }}.Classify
 	return p
 }
 
@@ -112,7 +112,7 @@ func Codex() policy.Policy {
 		Classify: policy.Rules{
 			Statuses: policy.NewStatusSet(fivexx...),
 			Errors:   policy.ErrorKind.Transient,
-			Safe:     policy.AnyRequest,
+			Safe:     func(*http.Request) bool { return true },
 		}.Classify,
 		Backoff:    policy.Backoff{Base: 200 * time.Millisecond, Jitter: policy.JitterTenPercent},
 		RetryAfter: policy.RetryAfter{Override: true},

@@ -56,6 +56,8 @@ const (
 	EventRefusal   = "retrystack.refusal"            // the retry layer: a layer below refused to send (AttrStopReason)
 	EventHedge     = "retrystack.hedge"              // the hedge layer: a hedge was sent (AttrHedge)
 	EventBreaker   = "retrystack.breaker.state_change"
+	EventThrottle  = "retrystack.throttle" // the throttle layer refused a request (AttrThrottleHost, AttrThrottleProbability)
+	EventPacing    = "retrystack.pacing"   // the retry layer waited for a host's rate limit to reset, or stopped (AttrThrottleHost, AttrPacingOutcome, AttrDelay)
 
 	AttrDelay       = "retrystack.retry.delay"     // planned wait, in seconds
 	AttrDelaySource = "retrystack.retry.source"    // "policy" or "retry-after"
@@ -65,6 +67,10 @@ const (
 	AttrCookies     = "retrystack.pitfall.cookies" // cookie-lost: names, never values
 	AttrStopReason  = "retrystack.stop_reason"     // policy.StopReason
 	AttrHedge       = "retrystack.hedge"           // the hedge's number, from 1
+
+	AttrThrottleHost        = "server.address"                  // the host the throttle refused a request to
+	AttrThrottleProbability = "retrystack.throttle.probability" // its probability of refusing, then
+	AttrPacingOutcome       = "retrystack.pacing.outcome"       // "waited" or "stopped"
 )
 
 // CauseKeyInFlight is the retry cause of a keyed request the server is

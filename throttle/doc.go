@@ -1,0 +1,31 @@
+// Package throttle is adaptive client-side throttling per host, the
+// formula of Google's SRE book ("Handling Overload"): a client that sees
+// a host reject much of what it sends rejects some of its own requests
+// locally, before they cost the host anything.
+//
+// For each host the layer counts, over the last Window (2 minutes), the
+// requests it was asked to send and the accepts: answers that are not an
+// overload (429, 503, a refused or reset connection, a timeout are). It
+// refuses a request with probability
+//
+//	max(0, (requests − K·accepts) / (requests + 1))
+//
+// with K = 2: while a host accepts at least half of what it is sent,
+// nothing is refused; as its accepts fall, the client sends it about K
+// times what it accepts. A refused request counts as a request, so the
+// refusals keep the rate up while the host recovers, and as accepts
+// return the probability falls back to 0.
+//
+// Retries are shed first, as gRPC's retry throttling does: while the
+// probability is above 0, every retry of an operation (its attempt 2 and
+// on, read from middleware.Operation) is refused, and first attempts with
+// the probability. A refusal sends nothing; it is a policy.Refusal whose
+// stop reason is "throttled", so a retry layer above stops at once, and
+// the layer emits the event retrystack.throttle (the host and the
+// probability), which telemetry counts in retrystack.client.throttled.
+//
+// The layer is named "throttle" and belongs inside the retry layer
+// (middleware.Stack.InsertAfter("retry", ...)), where it sees each
+// attempt. Its memory is bounded (MaxHosts), its clock injected (Now),
+// and an accepted request allocates nothing.
+package throttle

@@ -1,0 +1,251 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/retrystack/retrystack/internal/protocol"
+	"github.com/retrystack/retrystack/internal/wire"
+	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
+	"go.opentelemetry.io/otel/attribute"
+)
+
+// Config configures the throttling layer. The zero value is the SRE
+// book's: K 2, a window of 2 minutes.
+type Config struct {
+	// K is how many times what a host accepts the client may send it
+	// before refusing locally: 0 means 2; below 1 is an error (the client
+	// would refuse what the host accepts).
+	K float64
+	// Window is how far back requests and accepts count: 0 means 2
+	// minutes; negative is an error.
+	Window time.Duration
+	// Overloaded says whether an answer is the host rejecting for
+	// overload; nil: a 429 or 503, or a transport error other than a
+	// cancellation (refused, reset, timed out).
+	Overloaded func(resp *http.Response, err error) bool
+	// MaxHosts bounds the hosts remembered: 0 means 10 000. Past it,
+	// hosts with nothing in the window are forgotten first.
+	MaxHosts int
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+	// Rand returns a number in [0, 1) for each decision; nil: math/rand/v2.
+	Rand func() float64
+}
+
+// buckets divide the window: a request counts until the window has moved
+// past its bucket.
+const buckets = 12
+
+// Layer returns a throttling layer named "throttle". A bad Config makes
+// the layer invalid: NewStack reports it.
+func Layer(cfg Config) middleware.Layer {
+	switch {
+	case cfg.K != 0 && (cfg.K < 1 || math.IsNaN(cfg.K) || math.IsInf(cfg.K, 0)):
+		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "K", Value: cfg.K, Reason: "must be at least 1"}}
+	case cfg.Window < 0:
+		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "Window", Value: cfg.Window, Reason: "must not be negative"}}
+	case cfg.MaxHosts < 0:
+		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "MaxHosts", Value: cfg.MaxHosts, Reason: "must not be negative"}}
+	}
+	if cfg.K == 0 {
+		cfg.K = 2
+	}
+	if cfg.Window == 0 {
+		cfg.Window = 2 * time.Minute
+	}
+	if cfg.Overloaded == nil {
+		cfg.Overloaded = overloaded
+	}
+	if cfg.MaxHosts == 0 {
+		cfg.MaxHosts = 10_000
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Float64
+	}
+	th := &throttle{cfg: cfg, width: max(int64(cfg.Window/buckets), 1)}
+	return middleware.Layer{Name: "throttle", Wrap: func(next http.RoundTripper) http.RoundTripper {
+		return &transport{th: th, next: wire.Base(next)}
+	}}
+}
+
+func overloaded(resp *http.Response, err error) bool {
+	if err != nil {
+		return !errors.Is(err, context.Canceled)
+	}
+	return resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
+}
+
+// throttle is a layer's state: the hosts' windows.
+type throttle struct {
+	cfg   Config
+	width int64    // of a bucket, in ns
+	hosts sync.Map // host key → *host: lock-free reads
+	count atomic.Int64
+	mu    sync.Mutex // adding and forgetting hosts
+}
+
+// host is one host's window: requests and accepts per bucket, without a
+// lock (an accept path of atomic adds). At a bucket's turn a count made
+// by a racing request may be lost: the probability is an estimate.
+type host struct {
+	tick [buckets]atomic.Int64 // the bucket's period (time / width); a bucket of another period is empty
+	reqs [buckets]atomic.Int64
+	accs [buckets]atomic.Int64
+}
+
+// period is t's bucket period: floor division, so a clock before 1970
+// works too.
+func (th *throttle) period(t time.Time) int64 {
+	ns := t.UnixNano()
+	p := ns / th.width
+	if ns%th.width < 0 {
+		p--
+	}
+	return p
+}
+
+// slot is p's bucket index.
+func slot(p int64) int {
+	i := int(p % buckets)
+	if i < 0 {
+		i += buckets
+	}
+	return i
+}
+
+// turn makes bucket i period p's, emptying it, unless it is already.
+func (h *host) turn(i int, p int64) {
+	old := h.tick[i].Load()
+	if old != p && h.tick[i].CompareAndSwap(old, p) {
+		h.reqs[i].Store(0)
+		h.accs[i].Store(0)
+	}
+}
+
+// admit counts a request at period p and returns the probability of
+// refusing it, from the window before it.
+func (h *host) admit(p int64, k float64) float64 {
+	var reqs, accs int64
+	for i := range buckets {
+		if d := p - h.tick[i].Load(); d >= 0 && d < buckets {
+			reqs += h.reqs[i].Load()
+			accs += h.accs[i].Load()
+		}
+	}
+	i := slot(p)
+	h.turn(i, p)
+	h.reqs[i].Add(1)
+	if reqs <= 2*accs && k >= 2 {
+		return 0 // the common case, without a division
+	}
+	return max(0, (float64(reqs)-k*float64(accs))/float64(reqs+1))
+}
+
+// accept counts an accept at period p.
+func (h *host) accept(p int64) {
+	i := slot(p)
+	h.turn(i, p)
+	h.accs[i].Add(1)
+}
+
+// idle reports whether h has nothing in the window at period p.
+func (h *host) idle(p int64) bool {
+	for i := range buckets {
+		if d := p - h.tick[i].Load(); d >= 0 && d < buckets && h.reqs[i].Load()+h.accs[i].Load() > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// host returns key's window, making room for it if it is new.
+func (th *throttle) host(key string, p int64) *host {
+	if h, ok := th.hosts.Load(key); ok {
+		return h.(*host)
+	}
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	if h, ok := th.hosts.Load(key); ok {
+		return h.(*host)
+	}
+	if th.count.Load() >= int64(th.cfg.MaxHosts) {
+		th.hosts.Range(func(k, v any) bool {
+			if v.(*host).idle(p) {
+				th.hosts.Delete(k)
+				th.count.Add(-1)
+			}
+			return true
+		})
+		th.hosts.Range(func(k, _ any) bool { // every host busy: forget some, as if they were new
+			if th.count.Load() < int64(th.cfg.MaxHosts) {
+				return false
+			}
+			th.hosts.Delete(k)
+			th.count.Add(-1)
+			return true
+		})
+	}
+	h := &host{}
+	for i := range h.tick {
+		h.tick[i].Store(math.MinInt64) // empty
+	}
+	th.hosts.Store(key, h)
+	th.count.Add(1)
+	return h
+}
+
+type transport struct {
+	th   *throttle
+	next http.RoundTripper
+}
+
+func (t *transport) CloseIdleConnections() { wire.CloseIdle(t.next) }
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	th := t.th
+	key := wire.HostKey(req.URL)
+	p := th.period(th.cfg.Now())
+	h := th.host(key, p)
+	if prob := h.admit(p, th.cfg.K); prob > 0 {
+		op, _ := middleware.OperationOf(req.Context())
+		if op.Attempt() > 1 || th.cfg.Rand() < prob {
+			if req.Body != nil {
+				req.Body.Close() // the RoundTripper's, even when it sends nothing
+			}
+			op.Emit(middleware.Event{Name: protocol.EventThrottle, Attrs: []attribute.KeyValue{
+				attribute.String(protocol.AttrThrottleHost, key), attribute.Float64(protocol.AttrThrottleProbability, prob)}})
+			return nil, &refusal{host: key, prob: prob}
+		}
+	}
+	resp, err := wire.RoundTrip(t.next, req)
+	if !th.cfg.Overloaded(resp, err) {
+		h.accept(p) // in the request's bucket: one clock read per request
+	}
+	return resp, err
+}
+
+// refusal is the error of a request the layer refused: nothing was sent.
+type refusal struct {
+	host string
+	prob float64
+}
+
+func (e *refusal) Error() string {
+	return fmt.Sprintf("throttle: %s rejects too much of what it is sent: refused locally (probability %.2f)", e.host, e.prob)
+}
+
+// StopReason makes the error a policy.Refusal: a retry layer above stops
+// with throttled.
+func (e *refusal) StopReason() policy.StopReason { return policy.StopThrottled }
