@@ -103,6 +103,8 @@ func (o *funcOp[T]) emit(middleware.Event) {}
 
 func (o *funcOp[T]) canReplay() bool { return true }
 
+func (o *funcOp[T]) paced() (string, time.Time) { return "", time.Time{} }
+
 func (o *funcOp[T]) uncarried() []string { return nil }
 
 func (o *funcOp[T]) cookies(T) []string { return nil }

@@ -78,6 +78,7 @@ type Engine struct {
 	attemptValues                                   []string // attemptValue's, by attempt
 	replayLimit                                     int
 	replay                                          *wire.ReplayBudget // every route's
+	pace                                            *pacer             // every route's
 
 	// now and sleep are replaced by tests; sleep waits for d unless ctx
 	// ends first, and then returns ctx's error.
@@ -116,7 +117,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.attemptHeader, e.timeoutHeader, e.shouldRetryHeader = cfg.Signals.Names()
 	e.attemptValues = attemptValues(cfg.Policy.MaxAttempts)
-	e.replayLimit, e.replay = 256<<10, wire.NewReplayBudget(16<<20)
+	e.replayLimit, e.replay, e.pace = 256<<10, wire.NewReplayBudget(16<<20), new(pacer)
 	if cfg.ReplayLimit > 0 {
 		e.replayLimit = int(cfg.ReplayLimit)
 	}

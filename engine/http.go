@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -352,6 +353,9 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		protocol.Restamp(r, o.TimeoutHeader())
 	}
 	resp, err := wire.RoundTrip(o.t.next, r)
+	if err == nil && o.e.p.RetryAfter.Pace && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		o.hold(r.URL, resp.Header)
+	}
 	info := attemptInfo{
 		processed:   processedBy(err, tr.Wrote(), tr.Conns() > 0),
 		transparent: tr.Transparent(),
@@ -362,6 +366,33 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		info.status, info.header = resp.StatusCode, resp.Header
 	}
 	return resp, info, err
+}
+
+// hold holds the attempt's host back for the wait its answer asks for
+// (its Retry-After, or the reset of a spent rate limit): at most
+// RetryAfter.Max, or an hour.
+func (o *httpOp) hold(u *url.URL, h http.Header) {
+	now := o.e.now()
+	ra := o.e.p.RetryAfter
+	wait, found, ok := ra.Hint(h, now)
+	if !found || !ok || wait <= 0 {
+		return
+	}
+	limit := maxPace
+	if ra.Max > 0 {
+		limit = min(ra.Max, limit)
+	}
+	o.e.pace.hold(wire.HostKey(u), now.Add(min(wait, limit)), now)
+}
+
+// paced implements loopOp: until when the request's host asked for no
+// requests.
+func (o *httpOp) paced() (string, time.Time) {
+	if !o.e.p.RetryAfter.Pace || o.e.pace.held.Load() == 0 {
+		return "", time.Time{}
+	}
+	host := wire.HostKey(o.req.URL)
+	return host, o.e.pace.heldUntil(host, o.e.now())
 }
 
 func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error) policy.Decision {

@@ -45,6 +45,10 @@ type loopOp[T any] interface {
 	// (FailOnExhausted) to the cookie layer above, and names the cookies
 	// lost.
 	cookies(v T) []string
+	// paced is the host the next attempt goes to and until when that
+	// host asked for no requests (policy.RetryAfter.Pace); the zero time
+	// when it did not.
+	paced() (host string, until time.Time)
 }
 
 // facts are what the loop needs to know of an operation's request, found
@@ -183,6 +187,14 @@ func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts, r
 				f.body.Close()
 			}
 			return l.fail(l.inFlight(l.timeUp().mustStop(), false), err)
+		}
+		if host, until := l.o.paced(); !until.IsZero() {
+			if stop, err := l.pace(host, until); err != nil {
+				if n == 1 && f.body != nil {
+					f.body.Close()
+				}
+				return l.fail(stop, err)
+			}
 		}
 		v, info, dec, err := l.attempt(n)
 		stop, wait, fromHint := dec.Stop, time.Duration(0), false
@@ -437,6 +449,33 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 		return policy.StopBudgetExhausted, 0, false
 	}
 	return "", wait, fromHint
+}
+
+// pace waits until a host that asked for no requests allows them again,
+// when that comes before the operation's deadline; otherwise it stops the
+// operation at once, nothing sent: a wait that cannot finish is not
+// started.
+func (l *loop[T]) pace(host string, until time.Time) (policy.StopReason, error) {
+	e := l.e
+	now := e.now()
+	wait := until.Sub(now)
+	if wait <= 0 {
+		return "", nil
+	}
+	dl, bounded := l.op.Deadline()
+	if bounded && !now.Add(wait).Before(dl) {
+		if l.o.observed() {
+			l.o.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, "stopped", wait)})
+		}
+		return policy.StopWaitExceedsBudget, &pacedError{host: host, until: until}
+	}
+	if l.o.observed() {
+		l.o.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, "waited", wait)})
+	}
+	if err := e.sleep(l.op, wait); err != nil {
+		return l.timeUp().mustStop(), err
+	}
+	return "", nil
 }
 
 // pitfall records p in the report, and tells the hooks and the

@@ -89,6 +89,15 @@ type RetryAfter struct {
 	StopOnUnsupported bool
 	// Max is the longest hint that is honoured. 0: only the deadline limits it.
 	Max time.Duration
+	// Pace makes a hint hold back the retry layer's other requests to the
+	// host too: after a 429 or 503 whose Retry-After or spent rate limit
+	// (RateLimit r=0, X-RateLimit-Remaining: 0) asks for a wait, every
+	// attempt to that host, of any operation, waits until then within
+	// its deadline, or stops at once with wait-exceeds-budget, nothing
+	// sent, instead of meeting the same 429. A host is held back at most
+	// Max (an hour without one) per answer, and forgotten once its time
+	// has passed. Default sets it.
+	Pace bool
 }
 
 // Hint is the wait a response's header asks for: its Retry-After, and,

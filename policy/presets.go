@@ -10,7 +10,8 @@ import (
 // sent; statuses 408, 425, 429, 500, 502, 503, 504 and transient transport
 // errors, and a 403 or 429 that says its rate limit is spent; full-jitter
 // backoff from 100 ms capped at 8 s; Retry-After and a spent rate limit's
-// reset honoured (never shortened, at most a minute); a TPS budget of 20 % extra load (ttl
+// reset honoured (never shortened, at most a minute), and holding back the
+// other requests to that host until then; a TPS budget of 20 % extra load (ttl
 // 10 s, reserve 10 retries a second), new with each call.
 func Default() Policy {
 	return Policy{
@@ -24,7 +25,7 @@ func Default() Policy {
 			RateLimits:         true,
 		}.Classify,
 		Backoff:    Backoff{Base: 100 * time.Millisecond, Cap: 8 * time.Second},
-		RetryAfter: RetryAfter{Max: time.Minute},
+		RetryAfter: RetryAfter{Max: time.Minute, Pace: true},
 		Budget:     newTPSBudget(10*time.Second, 10, 0.2),
 	}
 }
