@@ -41,7 +41,16 @@ func (s *writeService) handler() http.Handler {
 			panic(http.ErrAbortHandler)
 		}
 		if s.gate != nil {
-			<-s.gate
+			// As database code does, the handler honours its context: the
+			// middleware's must not end when the client goes away (an
+			// attempt timeout, a hedge that lost), or the stored answer
+			// would be a cancellation's, for a write that never happened.
+			select {
+			case <-s.gate:
+			case <-r.Context().Done():
+				http.Error(w, "cancelled", http.StatusInternalServerError)
+				return
+			}
 		}
 		if s.writes.Add(1) == 1 {
 			close(s.wrote)

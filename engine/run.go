@@ -404,9 +404,9 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 	}
 	// Asking again for a keyed request the server is still processing
 	// sends no work (the server answers from its store): within a
-	// deadline it is bounded by time alone, not by MaxAttempts nor the
-	// budget, so that a write that succeeded is not reported a conflict.
-	// MaxAttempts 1 still turns retries off.
+	// deadline it is bounded by time (and the budget, as any retry), not
+	// by MaxAttempts, so that a write that succeeded is not reported a
+	// conflict. MaxAttempts 1 still turns retries off.
 	_, bounded := l.op.Deadline()
 	poll := cause == protocol.CauseKeyInFlight && bounded && e.p.MaxAttempts > 1
 	if n >= e.p.MaxAttempts && !poll {
@@ -444,7 +444,7 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 		return policy.StopWaitExceedsBudget, 0, false // a wait that cannot finish is not started
 	}
 	// Last: the budget pays only for a retry that will be sent.
-	if e.p.Budget != nil && !poll && !e.p.Budget.Withdraw() {
+	if e.p.Budget != nil && !e.p.Budget.Withdraw() {
 		l.pitfall(PitfallBudgetExhausted)
 		return policy.StopBudgetExhausted, 0, false
 	}

@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -32,7 +34,9 @@ type Config struct {
 	Keep time.Duration
 	// Lease is how long a first request holds its key before a duplicate
 	// may run (its instance crashed): 0 means 1 min. Make it longer than
-	// the handler's longest run.
+	// the handler's longest run. It is also the handler's deadline: the
+	// handler's context ends with the lease, not when the client goes
+	// away (the client's retry comes back for the answer).
 	Lease time.Duration
 	// MaxKeyLength bounds a key: longer ones get 400. 0 means 255.
 	MaxKeyLength int
@@ -153,6 +157,9 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		rw := &recorder{w: w, limit: cfg.MaxStoredBody, header: http.Header{}}
+		if c, ok := claim.(interface{ Commits() bool }); ok && c.Commits() {
+			rw.hold = true // an answer sent before a commit that fails would tell of a write that never happened
+		}
 		completed := false
 		defer func() {
 			if !completed {
@@ -161,8 +168,20 @@ func Handler(next http.Handler, cfg Config) http.Handler {
 				claim.Release(context.WithoutCancel(r.Context()))
 			}
 		}()
-		next.ServeHTTP(rw, r.WithContext(claim.Context(context.WithValue(r.Context(), keyCtx{}, key))))
+		// The handler runs to its end even when the client goes away (an
+		// attempt timeout): the client's retry comes back for the answer,
+		// which must be the write's, not a cancellation's. Its lease bounds
+		// it instead: past it, a duplicate may run.
+		ctx, cancel := context.WithTimeout(context.WithValue(context.WithoutCancel(r.Context()), keyCtx{}, key), cfg.Lease)
+		defer cancel()
+		next.ServeHTTP(rw, r.WithContext(claim.Context(ctx)))
 		completed = true
+		if rw.hijacked {
+			// The handler took the connection: there is no answer to keep
+			// or replay, so a retry runs it again.
+			claim.Release(context.WithoutCancel(r.Context()))
+			return
+		}
 		if !rw.wrote {
 			rw.WriteHeader(http.StatusOK)
 		}
@@ -204,8 +223,9 @@ func scoped(principal, key string) string {
 
 // parseKey reads a key from the field's lines: one sf-string (RFC 8941,
 // as the draft has it) or, as clients often send, one bare run of visible
-// ASCII without quotes or backslashes. Anything else (several lines, an
-// empty string, control characters, parameters) is malformed.
+// ASCII without quotes, backslashes, commas or semicolons. Anything else
+// (several lines or items, an empty string, control characters,
+// parameters) is malformed.
 func parseKey(field []string) (string, bool) {
 	if len(field) != 1 {
 		return "", false
@@ -216,7 +236,7 @@ func parseKey(field []string) (string, bool) {
 	}
 	if v[0] != '"' {
 		for i := 0; i < len(v); i++ {
-			if c := v[i]; c <= ' ' || c > '~' || c == '"' || c == '\\' {
+			if c := v[i]; c <= ' ' || c > '~' || c == '"' || c == '\\' || c == ',' || c == ';' {
 				return "", false
 			}
 		}
@@ -276,17 +296,21 @@ func problem(w http.ResponseWriter, status int, title, detail string) {
 
 // recorder holds the handler's answer until it is stored, and keeps a
 // copy for replays. An answer larger than the limit, or one the handler
-// flushes, goes out as it is written (a stream cannot wait), and its
-// replays have no body.
+// flushes, goes out as it is written (a stream cannot wait), unless hold
+// is set (a transactional store: nothing goes out before the commit); an
+// answer larger than the limit is kept without its body.
 type recorder struct {
-	w      http.ResponseWriter
-	limit  int
-	header http.Header // the handler's, until the answer goes out
-	status int
-	body   bytes.Buffer
-	wrote  bool // the handler chose its status
-	sent   bool // the answer went out: the writer is w's own from then on
-	over   bool // the body outgrew the limit
+	w        http.ResponseWriter
+	limit    int
+	hold     bool        // hold the whole answer until it is stored
+	header   http.Header // the handler's, until the answer goes out
+	status   int
+	body     bytes.Buffer
+	wrote    bool // the handler chose its status
+	sent     bool // the answer went out: the writer is w's own from then on
+	over     bool // the body outgrew the limit: not kept
+	hijacked bool // the handler took the connection
+	done     bool // the handler returned
 }
 
 func (r *recorder) Header() http.Header {
@@ -300,9 +324,10 @@ func (r *recorder) WriteHeader(code int) {
 	switch {
 	case r.sent:
 		r.w.WriteHeader(code) // net/http's own warnings for a late call
-	case code < 200: // informational: it goes out at once
+	case code < 200: // informational: it goes out at once, with the header as it is now
 		copyHeader(r.w.Header(), r.header)
 		r.w.WriteHeader(code)
+		clear(r.w.Header()) // the final answer sends the handler's header as it will be then
 	case !r.wrote:
 		r.wrote, r.status = true, code
 	}
@@ -312,15 +337,23 @@ func (r *recorder) Write(p []byte) (int, error) {
 	if !r.wrote {
 		r.WriteHeader(http.StatusOK)
 	}
-	if !r.over && r.body.Len()+len(p) > r.limit {
-		r.stream()
-		r.over, r.body = true, bytes.Buffer{}
-	}
-	if !r.over {
-		r.body.Write(p) // for the record, flushed or not
-	}
 	if r.sent {
+		if !r.over {
+			if r.body.Len()+len(p) > r.limit {
+				r.over, r.body = true, bytes.Buffer{}
+			} else {
+				r.body.Write(p) // for the record, flushed or not
+			}
+		}
 		return r.w.Write(p)
+	}
+	r.body.Write(p)
+	if !r.over && r.body.Len() > r.limit {
+		r.over = true
+		if !r.hold {
+			r.stream()
+			r.body = bytes.Buffer{}
+		}
 	}
 	return len(p), nil
 }
@@ -335,6 +368,11 @@ func (r *recorder) stream() {
 		r.WriteHeader(http.StatusOK)
 	}
 	r.sent = true
+	if !r.streaming() {
+		// The whole answer is known: trailers the handler set go as
+		// headers, as they are kept for replays.
+		untrail(r.header)
+	}
 	copyHeader(r.w.Header(), r.header)
 	r.w.WriteHeader(r.status)
 	if r.body.Len() > 0 {
@@ -342,28 +380,71 @@ func (r *recorder) stream() {
 	}
 }
 
+// streaming reports whether the handler is still writing: the answer
+// goes out before it ends.
+func (r *recorder) streaming() bool { return !r.done }
+
 // send sends the answer once it is stored; a streamed one is out already.
 func (r *recorder) send() {
+	r.done = true
 	r.stream()
 }
 
-// Flush sends the answer so far: a handler that flushes streams.
+// Flush sends the answer so far: a handler that flushes streams, unless
+// the answer is held until its commit.
 func (r *recorder) Flush() {
+	if r.hold {
+		return
+	}
 	r.stream()
 	http.NewResponseController(r.w).Flush()
+}
+
+// Hijack hands the connection to the handler, which then owns the
+// exchange: nothing is stored for it.
+func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(r.w).Hijack()
+	if err == nil {
+		r.hijacked = true
+	}
+	return conn, brw, err
 }
 
 // Unwrap returns the original writer, for http.ResponseController.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.w }
 
+// record is the answer as replays give it: its trailers as headers (the
+// body is whole), without Date.
 func (r *recorder) record() *Record {
 	h := r.header.Clone()
+	if r.sent {
+		// Streamed: trailers set since are in the writer's header.
+		for k, v := range r.w.Header() {
+			if _, ok := h[k]; !ok {
+				h[k] = v
+			}
+		}
+	}
+	untrail(h)
 	h.Del("Date")
 	rec := &Record{Status: r.status, Header: h, BodyKept: !r.over}
 	if !r.over {
 		rec.Body = bytes.Clone(r.body.Bytes())
 	}
 	return rec
+}
+
+// untrail makes h's trailers (declared in Trailer, or named with
+// http.TrailerPrefix) plain fields, and drops the declaration: for an
+// answer whose body is whole before its header goes out.
+func untrail(h http.Header) {
+	for k, v := range h {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
+			delete(h, k)
+			h[http.CanonicalHeaderKey(name)] = v
+		}
+	}
+	h.Del("Trailer")
 }
 
 func copyHeader(dst, src http.Header) {

@@ -36,6 +36,9 @@ func TestKeySyntax(t *testing.T) {
 		{[]string{`"k1"x`}, false},
 		{[]string{`a b`}, false},
 		{[]string{`a"b`}, false},
+		{[]string{`abc;p=1`}, false},
+		{[]string{`a,b`}, false},
+		{[]string{`"a","b"`}, false},
 		{[]string{`"a\nb"`}, false},
 		{[]string{"\"a\x01b\""}, false},
 		{[]string{"a\x7fb"}, false},
@@ -228,5 +231,124 @@ func TestFlushingHandler(t *testing.T) {
 	resp, b2 := post(t, srv.URL, "k", "x")
 	if b1 != "first second" || b2 != b1 || resp.Header.Get("Idempotent-Replayed") != "true" || resp.Header.Get("Content-Type") != "text/plain" {
 		t.Errorf("first %q, replay %q %v", b1, b2, resp.Header)
+	}
+}
+
+// Trailers: an answer held until it is stored goes out whole, its
+// trailers as headers, and its replay is the same answer.
+func TestTrailersOfAHeldAnswer(t *testing.T) {
+	srv := httptest.NewServer(idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Checksum")
+		w.WriteHeader(201)
+		io.WriteString(w, "body")
+		w.Header().Set("X-Checksum", "abc")
+	}), idempotency.Config{}))
+	defer srv.Close()
+	for i := range 2 {
+		resp, body := post(t, srv.URL, "k", "x")
+		if body != "body" || resp.Header.Get("X-Checksum") != "abc" || resp.Header.Get("Trailer") != "" || resp.Trailer.Get("X-Checksum") != "" {
+			t.Errorf("answer %d: %q, header %v, trailer %v: want the checksum as a header, no trailer declared", i, body, resp.Header, resp.Trailer)
+		}
+	}
+}
+
+// A 103 sends the header as it is then; a field the handler removes
+// after it is not in the final answer.
+func TestEarlyHints(t *testing.T) {
+	srv := httptest.NewServer(idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		w.WriteHeader(201)
+	}), idempotency.Config{}))
+	defer srv.Close()
+	for i := range 2 {
+		if resp, _ := post(t, srv.URL, "k", "x"); resp.StatusCode != 201 || resp.Header.Get("Link") != "" {
+			t.Errorf("answer %d: %d, Link %q: want 201 without it", i, resp.StatusCode, resp.Header.Get("Link"))
+		}
+	}
+}
+
+// A handler that takes the connection owns the exchange: nothing is
+// stored (a retry runs it again), and the middleware writes nothing on
+// the hijacked connection.
+func TestHijackingHandler(t *testing.T) {
+	var runs atomic.Int32
+	srv := httptest.NewServer(idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 202 Accepted\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+		brw.Flush()
+	}), idempotency.Config{}))
+	defer srv.Close()
+	for i := range 2 {
+		if resp, body := post(t, srv.URL, "k", "x"); resp.StatusCode != 202 || body != "ok" || resp.Header.Get("Idempotent-Replayed") != "" {
+			t.Errorf("answer %d: %d %q (replayed %q): want the handler's own 202", i, resp.StatusCode, body, resp.Header.Get("Idempotent-Replayed"))
+		}
+	}
+	if runs.Load() != 2 {
+		t.Errorf("%d runs, want 2 (nothing stored for a hijacked exchange)", runs.Load())
+	}
+}
+
+// committing is a MemoryStore whose claims say they commit the handler's
+// writes, and fail their commit when told to.
+type committing struct {
+	*idempotency.MemoryStore
+	fail atomic.Bool
+}
+
+func (s *committing) Begin(ctx context.Context, key, fp string, lease time.Duration) (idempotency.Claim, *idempotency.Record, error) {
+	c, rec, err := s.MemoryStore.Begin(ctx, key, fp, lease)
+	if c != nil {
+		c = committingClaim{c, s}
+	}
+	return c, rec, err
+}
+
+type committingClaim struct {
+	idempotency.Claim
+	s *committing
+}
+
+func (committingClaim) Commits() bool { return true }
+
+func (c committingClaim) Complete(ctx context.Context, rec *idempotency.Record, keep time.Duration) error {
+	if c.s.fail.Load() {
+		c.Claim.Release(ctx)
+		return idempotency.ErrNotCommitted
+	}
+	return c.Claim.Complete(ctx, rec, keep)
+}
+
+// With a store that commits the handler's writes, nothing goes out before
+// the commit: not an answer larger than MaxStoredBody, not one the
+// handler flushes. A commit that fails answers 503 in its place.
+func TestHeldUntilCommit(t *testing.T) {
+	big := strings.Repeat("x", 100)
+	store := &committing{MemoryStore: idempotency.NewMemoryStore(0, nil)}
+	store.fail.Store(true)
+	srv := httptest.NewServer(idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(201)
+		io.WriteString(w, big)
+		http.NewResponseController(w).Flush()
+		io.WriteString(w, big)
+	}), idempotency.Config{Store: store, MaxStoredBody: 10}))
+	defer srv.Close()
+	if resp, body := post(t, srv.URL, "k", "x"); resp.StatusCode != 503 || strings.Contains(body, "xxx") {
+		t.Fatalf("a failed commit: %d %q, want 503 and none of the handler's answer", resp.StatusCode, body)
+	}
+	store.fail.Store(false)
+	resp, body := post(t, srv.URL, "k", "x")
+	if resp.StatusCode != 201 || body != big+big {
+		t.Errorf("after the commit: %d, %d bytes; want 201 and the whole answer", resp.StatusCode, len(body))
+	}
+	if resp, body := post(t, srv.URL, "k", "x"); resp.Header.Get("Idempotent-Replayed") != "body-not-kept" || body != "" {
+		t.Errorf("the replay: %q %q, want body-not-kept (larger than MaxStoredBody)", resp.Header.Get("Idempotent-Replayed"), body)
 	}
 }

@@ -33,6 +33,12 @@ type Store interface {
 // releases it: once its lease has ended and another request has claimed
 // the key, Complete stores nothing (ErrInFlight) and Release leaves the
 // other request's claim alone.
+//
+// A claim whose Complete commits the handler's own writes (stores/postgres)
+// also has a method Commits() bool that returns true: Handler then holds
+// the whole answer until Complete returns, however large it is and
+// whether or not the handler flushes, since an answer sent before a
+// commit that fails would tell the client of a write that never happened.
 type Claim interface {
 	// Context returns the context the handler runs under, made from ctx.
 	// A store that commits the handler's own writes with the record puts

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/retrystack/retrystack/internal/protocol"
 )
@@ -40,9 +41,12 @@ type Rules struct {
 // Whatever the parts say, it follows the idempotency protocol
 // (draft-ietf-httpapi-idempotency-key-header): an answer marked
 // Idempotent-Replayed is final (asking again gets the same stored
-// answer), and a 409 to a request with an Idempotency-Key (the same key
-// still being processed) is retried with the cause "key-in-flight", which
-// the engine asks again within the operation's deadline.
+// answer), and a 409 problem detail (application/problem+json, the
+// draft's answer) to a request with an Idempotency-Key, which says the
+// same key is still being processed, is retried with the cause
+// "key-in-flight": the engine asks again within the operation's deadline.
+// Another 409 (a conflict of the application's, in another format)
+// stands.
 func (r Rules) Classify(a Attempt) Decision {
 	cause := "status"
 	switch {
@@ -58,7 +62,7 @@ func (r Rules) Classify(a Attempt) Decision {
 			}
 			return Stop(StopNonRetryable)
 		}
-		if code == http.StatusConflict && a.Request != nil && hasIdempotencyKey(a.Request.Header) {
+		if code == http.StatusConflict && a.Request != nil && hasIdempotencyKey(a.Request.Header) && problemDetails(a.Response.Header) {
 			// The same keyed request is still being processed: its
 			// answer will be stored, and asking again gets it.
 			return Retry(protocol.CauseKeyInFlight)
@@ -95,4 +99,14 @@ func (r Rules) safe(req *http.Request) bool {
 		return Idempotent(req)
 	}
 	return r.Safe(req)
+}
+
+// problemDetails reports whether h says its body is an RFC 9457 problem
+// detail.
+func problemDetails(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.EqualFold(strings.TrimSpace(ct), "application/problem+json")
 }

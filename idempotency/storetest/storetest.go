@@ -57,6 +57,22 @@ var cases = []struct {
 			t.Errorf("Begin with another fingerprint after Complete: %v, want ErrMismatch", err)
 		}
 	}},
+	{"header-bytes-kept", func(t *testing.T, s idempotency.Store, k string) {
+		// A Latin-1 filename, two values of one field: a replay is the
+		// answer as it was, byte for byte.
+		r := &idempotency.Record{Status: 200, BodyKept: true, Header: http.Header{
+			"Content-Disposition": {"attachment; filename=\"caf\xe9.txt\""},
+			"Set-Cookie":          {"a=1", "b=2"},
+		}}
+		c := mustClaim(t, s, k, "fp", time.Minute)
+		if err := c.Complete(ctx, r, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		_, got, err := s.Begin(ctx, k, "fp", time.Minute)
+		if err != nil || got == nil || got.Header.Get("Content-Disposition") != r.Header.Get("Content-Disposition") || len(got.Header["Set-Cookie"]) != 2 || got.Header["Set-Cookie"][1] != "b=2" {
+			t.Errorf("the replayed header: %q, %v; want %q", got.Header, err, r.Header)
+		}
+	}},
 	{"context-keeps-values", func(t *testing.T, s idempotency.Store, k string) {
 		type mark struct{}
 		c := mustClaim(t, s, k, "fp", time.Minute)

@@ -7,10 +7,22 @@
 //
 // The handler takes the transaction from its request's context with Tx
 // and writes through it; it must not commit it: idempotency.Handler
-// commits it with the record once the handler returns, before the answer
-// goes out. A handler that rolls it back (a validation failure) leaves no
-// record, so a retry runs it again. A commit that fails answers 503, and
-// nothing happened.
+// commits it with the record once the handler returns, and holds the
+// whole answer until then (however large, flushed or not). The record is
+// kept if and only if the handler's writes commit, with these exceptions
+// that keep the handler's word:
+//
+//   - a handler that rolls back (a validation failure after a write)
+//     leaves no record: a retry runs it again;
+//   - a handler that answers a 5xx has its writes rolled back, and no
+//     record: nothing happened, so a retry runs it again (a store that
+//     cannot undo the effect keeps the 5xx instead);
+//   - a handler whose statement failed (which aborts the transaction)
+//     and that answers 4xx (the conflict its insert found) has that
+//     answer kept, alone; one that answers a success over the failure is
+//     not believed: 503;
+//   - a commit that fails answers 503 in place of the handler's answer,
+//     and nothing happened.
 //
 // What each outcome leaves, for a request A whose key is in the table:
 //
@@ -26,7 +38,9 @@
 //
 // Each request in flight holds one pooled connection, for its
 // transaction, from its claim to its answer: size the pool for the
-// keyed requests a process runs at once. Records whose keep has ended
+// keyed requests a process runs at once. A replay, and a 409 while a
+// request is in flight, only read, but take a connection for it like any
+// query: when every connection holds a transaction, they wait for one. Records whose keep has ended
 // stay in the table, where a new claim of their key overwrites them;
 // DeleteExpired removes them.
 package postgres

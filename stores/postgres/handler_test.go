@@ -283,3 +283,58 @@ func TestExample(t *testing.T) {
 		t.Errorf("Example printed %q, want %q", out, want)
 	}
 }
+
+// A handler whose insert fails (the conflict it checks by it) answers with
+// its own status without rolling back: that answer is the request's, kept
+// and replayed, and the handler runs once. A handler that answers a 5xx
+// has its writes rolled back and nothing kept: the retry runs it again.
+// A success answered over a failed statement is not believed: 503.
+func TestHandlerAnswersAfterAFailedStatement(t *testing.T) {
+	pool := testPool(t)
+	store := newStore(t, pool)
+	orders := ordersTable(t, pool, `, UNIQUE (item)`)
+	pool.Exec(context.Background(), `INSERT INTO `+orders+` (item) VALUES ('taken')`)
+	var runs atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		tx, _ := postgres.Tx(r.Context())
+		item, _ := io.ReadAll(r.Body)
+		kind, item2, _ := strings.Cut(string(item), ":")
+		_, err := tx.Exec(r.Context(), `INSERT INTO `+orders+` (item) VALUES ($1)`, item2)
+		switch {
+		case kind == "fails":
+			http.Error(w, "the ledger failed", http.StatusInternalServerError)
+		case kind == "ignores":
+			w.WriteHeader(http.StatusCreated) // the error ignored: a bug
+		case err != nil:
+			http.Error(w, "an order with that item exists", http.StatusConflict)
+		default:
+			w.WriteHeader(http.StatusCreated)
+		}
+	})
+	srv := httptest.NewServer(idempotency.Handler(h, idempotency.Config{Store: store}))
+	defer srv.Close()
+	key := func(name string) string { return fmt.Sprintf(`"%s-%d"`, name, time.Now().UnixNano()) }
+
+	k := key("conflict")
+	for i := range 3 {
+		status, body, hdr := send(t, srv.URL, k, "checks:taken")
+		if status != 409 || !strings.Contains(body, "exists") || (i > 0) != (hdr.Get("Idempotent-Replayed") == "true") {
+			t.Errorf("try %d: %d %q (replayed %q); want the handler's 409, replayed after the first", i, status, body, hdr.Get("Idempotent-Replayed"))
+		}
+	}
+	if runs.Load() != 1 {
+		t.Errorf("the handler ran %d times for one key, want once", runs.Load())
+	}
+
+	k = key("fails")
+	before := runs.Load()
+	send(t, srv.URL, k, "fails:book")
+	if status, _, hdr := send(t, srv.URL, k, "fails:book"); status != 500 || hdr.Get("Idempotent-Replayed") != "" || runs.Load() != before+2 || count(t, pool, orders) != 1 {
+		t.Errorf("a 5xx: the retry got %d (replayed %q), %d runs, %d orders; want the handler run again and its writes rolled back", status, hdr.Get("Idempotent-Replayed"), runs.Load()-before, count(t, pool, orders))
+	}
+
+	if status, _, _ := send(t, srv.URL, key("ignores"), "ignores:taken"); status != 503 {
+		t.Errorf("a 201 over a failed insert: %d, want 503 (nothing committed)", status)
+	}
+}

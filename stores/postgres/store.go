@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrystack/retrystack/idempotency"
 )
@@ -122,9 +124,11 @@ func (s *Store) Begin(ctx context.Context, key, fp string, lease time.Duration) 
 				rec.BodyKept = *bodyKept
 			}
 			if len(header) > 0 {
-				if err := json.Unmarshal(header, &rec.Header); err != nil {
+				var enc map[string][][]byte
+				if err := json.Unmarshal(header, &enc); err != nil {
 					return nil, nil, fmt.Errorf("idempotency/postgres: the record of key %q: %w", key, err)
 				}
+				rec.Header = decodeHeader(enc)
 			}
 			return nil, rec, nil
 		}
@@ -197,14 +201,43 @@ func (t *handlerTx) Rollback(ctx context.Context) error {
 	return t.Tx.Rollback(ctx)
 }
 
+// Commits tells idempotency.Handler that Complete commits the handler's
+// writes: the answer is held until then.
+func (c *claim) Commits() bool { return true }
+
 func (c *claim) Complete(ctx context.Context, rec *idempotency.Record, keep time.Duration) error {
-	if c.tx.rolledBack {
-		// The handler undid its writes: nothing to keep, and a retry
-		// runs it again.
+	if c.tx.rolledBack || rec.Status >= 500 {
+		// The handler undid its writes, or failed (a 5xx): nothing is
+		// committed and nothing kept, so a retry runs it again. Unlike a
+		// store that cannot undo the effect, this one knows it did not
+		// happen.
+		c.tx.Tx.Rollback(ctx)
 		return c.drop(ctx)
 	}
-	header, _ := json.Marshal(rec.Header)
+	header, _ := json.Marshal(encodeHeader(rec.Header))
 	tag, err := c.tx.Tx.Exec(ctx, c.s.sql.complete, c.key, c.fp, c.token, max(keep.Milliseconds(), 1), rec.Status, header, rec.Body, rec.BodyKept)
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "25P02" {
+		// A statement of the handler's failed, which aborted the
+		// transaction: none of its writes can commit.
+		c.tx.Tx.Rollback(ctx)
+		if rec.Status < 400 {
+			// It answered a success over writes that failed: not to be
+			// believed, nor kept.
+			c.drop(ctx)
+			return fmt.Errorf("%w: the handler answered %d, but a statement of its transaction failed", idempotency.ErrNotCommitted, rec.Status)
+		}
+		// Its refusal (a conflict it found by its failed insert) is its
+		// answer, and is kept, alone.
+		tag, err = c.s.pool.Exec(ctx, c.s.sql.complete, c.key, c.fp, c.token, max(keep.Milliseconds(), 1), rec.Status, header, rec.Body, rec.BodyKept)
+		switch {
+		case err != nil:
+			c.drop(ctx)
+			return fmt.Errorf("idempotency/postgres: %w", err)
+		case tag.RowsAffected() == 0:
+			return idempotency.ErrInFlight
+		}
+		return nil
+	}
 	if err == nil && tag.RowsAffected() == 0 {
 		// This claim's lease ended and another request holds the key:
 		// its run is the one that counts, not this one's writes.
@@ -232,4 +265,26 @@ func (c *claim) drop(ctx context.Context) error {
 		return fmt.Errorf("idempotency/postgres: %w", err)
 	}
 	return nil
+}
+
+// encodeHeader keeps a header's values as bytes: JSON strings would turn
+// bytes that are not UTF-8 (a Latin-1 filename) into U+FFFD.
+func encodeHeader(h http.Header) map[string][][]byte {
+	enc := make(map[string][][]byte, len(h))
+	for k, vs := range h {
+		for _, v := range vs {
+			enc[k] = append(enc[k], []byte(v))
+		}
+	}
+	return enc
+}
+
+func decodeHeader(enc map[string][][]byte) http.Header {
+	h := make(http.Header, len(enc))
+	for k, vs := range enc {
+		for _, v := range vs {
+			h[k] = append(h[k], string(v))
+		}
+	}
+	return h
 }

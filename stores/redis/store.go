@@ -28,13 +28,13 @@ var _ idempotency.Store = (*Store)(nil)
 
 // value is what a key holds: a claim, then the record its owner stored.
 type value struct {
-	FP       string      `json:"fp"`
-	Token    string      `json:"token"` // the owner's: only it completes or releases the key
-	Done     bool        `json:"done"`
-	Status   int         `json:"status,omitempty"`
-	Header   http.Header `json:"header,omitempty"`
-	Body     []byte      `json:"body,omitempty"`
-	BodyKept bool        `json:"body_kept,omitempty"`
+	FP       string              `json:"fp"`
+	Token    string              `json:"token"` // the owner's: only it completes or releases the key
+	Done     bool                `json:"done"`
+	Status   int                 `json:"status,omitempty"`
+	Header   map[string][][]byte `json:"header,omitempty"` // bytes, not strings: JSON would replace bytes that are not UTF-8
+	Body     []byte              `json:"body,omitempty"`
+	BodyKept bool                `json:"body_kept,omitempty"`
 }
 
 // begin claims KEYS[1] with ARGV[1] for ARGV[2] ms unless it exists, and
@@ -88,7 +88,13 @@ func (s *Store) Begin(ctx context.Context, key, fp string, lease time.Duration) 
 	case !held.Done:
 		return nil, nil, idempotency.ErrInFlight
 	}
-	return nil, &idempotency.Record{Status: held.Status, Header: held.Header, Body: held.Body, BodyKept: held.BodyKept}, nil
+	h := make(http.Header, len(held.Header))
+	for k, vs := range held.Header {
+		for _, v := range vs {
+			h[k] = append(h[k], string(v))
+		}
+	}
+	return nil, &idempotency.Record{Status: held.Status, Header: h, Body: held.Body, BodyKept: held.BodyKept}, nil
 }
 
 // claim is a request's hold on its key, named by a random token.
@@ -100,7 +106,13 @@ type claim struct {
 func (c *claim) Context(ctx context.Context) context.Context { return ctx }
 
 func (c *claim) Complete(ctx context.Context, rec *idempotency.Record, keep time.Duration) error {
-	done, _ := json.Marshal(value{FP: c.fp, Token: c.token, Done: true, Status: rec.Status, Header: rec.Header, Body: rec.Body, BodyKept: rec.BodyKept})
+	h := make(map[string][][]byte, len(rec.Header))
+	for k, vs := range rec.Header {
+		for _, v := range vs {
+			h[k] = append(h[k], []byte(v))
+		}
+	}
+	done, _ := json.Marshal(value{FP: c.fp, Token: c.token, Done: true, Status: rec.Status, Header: h, Body: rec.Body, BodyKept: rec.BodyKept})
 	n, err := complete.Run(ctx, c.s.c, []string{c.key}, done, c.token, max(keep.Milliseconds(), 1)).Int()
 	switch {
 	case err != nil:
