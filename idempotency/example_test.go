@@ -69,3 +69,38 @@ func ExampleKeyOf() {
 	// 200 order 1, replayed: false
 	// orders placed: 1
 }
+
+// Keys scoped per principal: two accounts that send the same key, target
+// and body are two requests, and neither gets the other's answer. The
+// principal is what the authentication in front of the handler found
+// (here a header a test sets), never a secret.
+func ExampleConfig_principal() {
+	placed := 0
+	orders := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		placed++
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "order %d for %s", placed, r.Header.Get("Account"))
+	})
+	srv := httptest.NewServer(idempotency.Handler(orders, idempotency.Config{
+		Principal: func(r *http.Request) string { return r.Header.Get("Account") },
+	}))
+	defer srv.Close()
+
+	for _, account := range []string{"alice", "bob", "alice"} {
+		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("one book"))
+		req.Header.Set("Idempotency-Key", `"order-1"`) // the same key
+		req.Header.Set("Account", account)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Printf("%s: %s, replayed: %v\n", account, body, resp.Header.Get("Idempotent-Replayed") == "true")
+	}
+	// Output:
+	// alice: order 1 for alice, replayed: false
+	// bob: order 2 for bob, replayed: false
+	// alice: order 1 for alice, replayed: true
+}
