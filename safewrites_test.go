@@ -127,7 +127,7 @@ func TestSafeWritesEndToEnd(t *testing.T) {
 		}, outcome{201, policy.StopSuccess, true, 1}, false},
 		{"deadline-first", func(s *writeService, p *policy.Policy, _ *hedge.Config, _ context.CancelFunc) {
 			p.AttemptTimeout, p.Timeout = 20*time.Millisecond, time.Second // the first attempt times out well before the deadline
-			s.gate = make(chan struct{}) // released once the caller has its answer
+			s.gate = make(chan struct{})                                   // released once the caller has its answer
 		}, outcome{0, policy.StopKeyInFlight, false, 1}, false},
 		{"cancelled-while-asking", func(s *writeService, p *policy.Policy, _ *hedge.Config, cancel context.CancelFunc) {
 			p.AttemptTimeout, p.Timeout = 20*time.Millisecond, 10*time.Second
