@@ -23,6 +23,7 @@ import (
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/redirect"
 	"github.com/retrystack/retrystack/telemetry"
+	"github.com/retrystack/retrystack/throttle"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -39,6 +40,7 @@ type scenario struct {
 	h2        []faultserver.H2Fault        // non-nil: run against a fresh h2c server with this script
 	breaker   func(*trial) breaker.Config  // the "breaker" layer's; nil: breaker.Config{}
 	hedge     hedge.Config                 // the "hedge" layer's
+	throttle  func(*trial) throttle.Config // the "throttle" layer's; nil: throttle.Config{}
 	run       func(t *trial)
 	want      expect
 	note      string // why the row differs from the seed system, if it does
@@ -134,7 +136,11 @@ func layers(sc scenario, presetName string, t *trial) ([]middleware.Layer, error
 	if sc.breaker != nil {
 		bc = sc.breaker(t)
 	}
-	out = append(out, breaker.Layer(bc), hedge.Layer(sc.hedge))
+	tc := throttle.Config{}
+	if sc.throttle != nil {
+		tc = sc.throttle(t)
+	}
+	out = append(out, breaker.Layer(bc), hedge.Layer(sc.hedge), throttle.Layer(tc))
 	if t.tel != nil {
 		out = append(out, t.tel.Attempt())
 	}
@@ -270,12 +276,19 @@ func runOne(ctx context.Context, srv *faultserver.Server, tel *telemetry.Telemet
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	defer t.client.CloseIdleConnections()
-	t.newClient = func() (*http.Client, error) {
+	t.over = func(base http.RoundTripper) (http.RoundTripper, error) {
 		s, err := buildStack(names, sc, presetName, t)
 		if err != nil {
 			return nil, err
 		}
-		return &http.Client{Transport: s.Then(&http.Transport{}), CheckRedirect: t.client.CheckRedirect}, nil
+		return s.Then(base), nil
+	}
+	t.newClient = func() (*http.Client, error) {
+		rt, err := t.over(&http.Transport{})
+		if err != nil {
+			return nil, err
+		}
+		return &http.Client{Transport: rt, CheckRedirect: t.client.CheckRedirect}, nil
 	}
 
 	sc.run(t)
@@ -336,6 +349,9 @@ type trial struct {
 	// newClient builds another client like the caller's (the row's preset
 	// and stack), for the services of a chain row.
 	newClient func() (*http.Client, error)
+	// over is the row's stack (its preset, layers and order) over base: a
+	// service of the row's own, in process.
+	over func(base http.RoundTripper) (http.RoundTripper, error)
 }
 
 // fail records that the row could not run as set up.

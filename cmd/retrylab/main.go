@@ -97,14 +97,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // defaultRun selects the acceptance table's rows; the lab's own rows (base/,
 // fix/) run when -run names them.
-const defaultRun = `^(seed\d+|chain|ratelimit|routes|breaker|hedge|writes|field)/`
+const defaultRun = `^(seed\d+|chain|ratelimit|routes|breaker|hedge|writes|field|overload)/`
 
 const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-wide] [-stack a,b,c] [-preset NAME] [-otlp URL]
 
   -list          list the scenarios and exit
   -run REGEX     run the scenarios whose id matches REGEX (default: the
                  acceptance table's seed, chain, ratelimit, routes, breaker,
-                 hedge and writes rows;
+                 hedge, writes, field and overload rows;
                  the lab's own base/ and fix/ rows run when named)
   -wide          print the table with every column on one line per row
                  (preset, stack, extra figures and the expected figure
@@ -113,7 +113,8 @@ const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-wide] [-stack a,b,
                  measured, the preset and stack, what was expected, and
                  whether it matched (with -list: the scenarios)
   -stack a,b,c   the layers of every selected scenario, outermost first, from
-                 error-for-status, redirect, cookies, retry, breaker, hedge; the list
+                 error-for-status, redirect, cookies, retry, breaker, hedge,
+                 throttle; the list
                  replaces each row's own, and may end with "transport"
   -preset NAME   the retry preset of every selected scenario: default, python,
                  node, codex, reqwest-default, reqwest-for-host, reqwest-never,

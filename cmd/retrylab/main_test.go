@@ -121,13 +121,13 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{[]string{"-bogus"}, "retrylab: flag provided but not defined: -bogus\n"},
 		{[]string{"-preset", "nope"}, "retrylab: unknown preset \"nope\" (have codex, default, node, none, python, reqwest-default, reqwest-for-host, reqwest-never)\n"},
-		{[]string{"-stack", "hedge,cache"}, "retrylab: bad -stack: middleware: layer \"cache\": not in the stack (have error-for-status, redirect, cookies, retry, breaker, hedge)\n"},
+		{[]string{"-stack", "hedge,cache"}, "retrylab: bad -stack: middleware: layer \"cache\": not in the stack (have error-for-status, redirect, cookies, retry, breaker, hedge, throttle)\n"},
 		{[]string{"-stack", "hedge,hedge"}, "retrylab: bad -stack: middleware: layer \"hedge\": duplicate name\n"},
 		{[]string{"-run", "("}, "retrylab: bad -run: error parsing regexp: missing closing ): `(`\n"},
 		{[]string{"-run", "no-such-row"}, "retrylab: no scenario matches -run \"no-such-row\"\n"},
 		{[]string{"extra"}, "retrylab: unexpected argument \"extra\"\n"},
 		{[]string{"-otlp", "notaurl"}, "retrylab: bad -otlp \"notaurl\": want an http or https URL such as http://127.0.0.1:4318\n"},
-		{[]string{"-preset", "none", "-stack", "retry"}, "retrylab: bad -stack: middleware: layer \"retry\": not in the stack (have error-for-status, redirect, cookies, breaker, hedge)\n"},
+		{[]string{"-preset", "none", "-stack", "retry"}, "retrylab: bad -stack: middleware: layer \"retry\": not in the stack (have error-for-status, redirect, cookies, breaker, hedge, throttle)\n"},
 	}
 	for _, tt := range tests {
 		code, out, stderr := runLab(t, tt.args...)

@@ -44,6 +44,12 @@ type row struct {
 	P50Ms           *float64 `json:"p50_ms,omitempty"`
 	P99Ms           *float64 `json:"p99_ms,omitempty"`
 	ExtraLoadPct    *float64 `json:"extra_load_pct,omitempty"`
+	// The metastable-failure experiment.
+	GoodputAfterPct *float64  `json:"goodput_after_pct,omitempty"`
+	RecoveredMs     *float64  `json:"recovered_ms,omitempty"` // absent: never within the run
+	WastedPct       *float64  `json:"wasted_pct,omitempty"`
+	PerOperation    *float64  `json:"requests_per_op,omitempty"`
+	Goodput         []float64 `json:"goodput,omitempty"` // per 100 ms, by operation start
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -77,6 +83,23 @@ func main() {
 			enc.Encode(r)
 		}
 		return
+	}
+	if meta := slices.DeleteFunc(slices.Clone(rows), func(r row) bool { return r.GoodputAfterPct == nil }); len(meta) > 0 {
+		rows = slices.DeleteFunc(rows, func(r row) bool { return r.GoodputAfterPct != nil })
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "metastable failure	client	goodput after the trigger	recovered after	requests per operation	wasted work	")
+		for _, r := range meta {
+			recovered := "never"
+			if r.RecoveredMs != nil {
+				recovered = fmt.Sprintf("%.0f ms", *r.RecoveredMs)
+			}
+			fmt.Fprintf(tw, "%s	%s	%.0f %%	%s	%.2f	%.0f %%	\n", r.Name, r.Lib, *r.GoodputAfterPct, recovered, *r.PerOperation, *r.WastedPct)
+		}
+		tw.Flush()
+		if len(rows) == 0 {
+			return
+		}
+		fmt.Println()
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "measurement\tlib\tns/op\tvs net/http\tB/op\tallocs/op\tamplification\tdials\topen conns after\tgoroutines after\tp50 ms\tp99 ms\textra load\t")
@@ -200,6 +223,20 @@ func measure(rounds int, only *regexp.Regexp) ([]row, error) {
 			}
 			slices.SortFunc(rs, func(a, b row) int { return cmp.Compare(*a.NsOp, *b.NsOp) })
 			rows = append(rows, rs[len(rs)/2])
+		}
+	}
+	if only.MatchString("metastable") {
+		for _, lib := range bench.Overloaders {
+			res, err := bench.Metastable(lib, bench.MetaExperiment)
+			if err != nil {
+				return nil, err
+			}
+			r := row{Name: "metastable", Lib: lib.Name, GoodputAfterPct: ptr(math.Round(res.GoodputAfter * 100)),
+				WastedPct: ptr(math.Round(res.Wasted * 100)), PerOperation: ptr(math.Round(res.PerOperation*100) / 100), Goodput: res.Goodput}
+			if res.Recovered >= 0 {
+				r.RecoveredMs = ptr(ms(res.Recovered))
+			}
+			rows = append(rows, r)
 		}
 	}
 	if !only.MatchString("storm-post-on-503-sends-decision-budget") {

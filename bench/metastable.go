@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/failsafe-go/failsafe-go/budget"
+	"github.com/failsafe-go/failsafe-go/circuitbreaker"
+	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	"github.com/failsafe-go/failsafe-go/timeout"
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/retrystack/retrystack"
+	"github.com/retrystack/retrystack/internal/overload"
+	"github.com/retrystack/retrystack/policy"
+	"github.com/retrystack/retrystack/throttle"
+)
+
+// The metastable-failure experiment (internal/overload, the lab's
+// overload/ rows): a service of 30 workers of 150 ms (200 requests a
+// second), an open load of 120 operations a second, a 1 s trigger at 40 %
+// capacity, attempts that time out after 500 ms.
+const (
+	metaWorkers = 30
+	metaService = 150 * time.Millisecond
+	metaAttempt = 500 * time.Millisecond
+)
+
+// MetaExperiment is the run: 1 s of warm-up, the trigger, 5 s after.
+var MetaExperiment = overload.Experiment{
+	Rate: 120, Warmup: time.Second, Trigger: time.Second, After: 5 * time.Second,
+	TriggerCapacity: 0.4, Grace: metaAttempt,
+}
+
+// An Overloader builds a client of the experiment over the service, each
+// attempt timing out after timeout.
+type Overloader struct {
+	Name string
+	New  func(svc http.RoundTripper, timeout time.Duration) (http.RoundTripper, error)
+}
+
+// Overloaders are the clients of the experiment: naive ones, retrystack's
+// defaults and with its throttle, and each peer at its defaults and in the
+// resilient configuration its docs recommend.
+var Overloaders = []Overloader{
+	{"naive (4 retries at once)", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
+		return overload.Naive(svc, to, 4), nil
+	}},
+	{"retrystack", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
+		p := policy.Default()
+		p.AttemptTimeout = to
+		return retrystack.NewTransport(retrystack.Config{Policy: &p, Transport: svc})
+	}},
+	{"retrystack+throttle", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
+		p := policy.Default()
+		p.AttemptTimeout = to
+		s, err := retrystack.NewStack(retrystack.Config{Policy: &p})
+		if err == nil {
+			s, err = s.InsertAfter("retry", throttle.Layer(throttle.Config{}))
+		}
+		if err != nil {
+			return nil, err
+		}
+		return s.Then(svc), nil
+	}},
+	{"go-retryablehttp", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
+		c := retryablehttp.NewClient() // RetryMax 4, backoff 1 s to 30 s: its defaults
+		c.HTTPClient = &http.Client{Transport: svc, Timeout: to}
+		c.Logger = nil
+		return &retryablehttp.RoundTripper{Client: c}, nil
+	}},
+	{"failsafe-go", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
+		return failsafehttp.NewRoundTripper(svc, failsafehttp.NewRetryPolicyBuilder().Build(), timeout.New[*http.Response](to)), nil
+	}},
+	{"failsafe-go (budget, breaker)", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
+		// Its README's resilient stack: a retry policy with a retry
+		// budget, a circuit breaker, a timeout per attempt.
+		rp := failsafehttp.NewRetryPolicyBuilder().WithBudget(budget.New()).Build()
+		cb := circuitbreaker.NewBuilder[*http.Response]().HandleIf(func(_ *http.Response, err error) bool { return err != nil }).
+			WithFailureThresholdRatio(5, 10).WithDelay(time.Second).Build()
+		return failsafehttp.NewRoundTripper(svc, rp, cb, timeout.New[*http.Response](to)), nil
+	}},
+	{"retry-go", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
+		return &retryGo{next: timeoutEach{svc, to}}, nil
+	}},
+}
+
+// timeoutEach gives each attempt its own timeout, as the peers without a
+// timeout of their own get it from the client under them.
+type timeoutEach struct {
+	next    http.RoundTripper
+	timeout time.Duration
+}
+
+func (t timeoutEach) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelBody{resp.Body, cancel}
+	return resp, nil
+}
+
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelBody) Close() error { err := b.ReadCloser.Close(); b.cancel(); return err }
+
+// Metastable runs the experiment with lib's client.
+func Metastable(lib Overloader, e overload.Experiment) (overload.Result, error) {
+	svc := overload.NewService(metaWorkers, metaService)
+	defer svc.Close()
+	rt, err := lib.New(svc, metaAttempt)
+	if err != nil {
+		return overload.Result{}, err
+	}
+	return e.Run(rt, svc), nil
+}

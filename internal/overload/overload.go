@@ -1,0 +1,265 @@
+package overload
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Service is a service of fixed capacity: Workers workers, each taking
+// Service time per request (longer while a trigger takes capacity away,
+// as a lower CPU quota does). Requests wait in one FIFO queue. Like the
+// MongoDB of the experiment, it finishes the work of a request whose
+// caller gave up: that work is wasted. It is an http.RoundTripper, in
+// process.
+type Service struct {
+	service time.Duration
+	scale   atomic.Uint64 // math.Float64bits of the capacity fraction
+	queue   chan *job
+	stop    chan struct{}
+	wg      sync.WaitGroup
+
+	requests, served, wasted atomic.Int64
+}
+
+type job struct {
+	ctx  context.Context
+	done chan struct{}
+}
+
+// ErrQueueFull is the error of a request the service's queue cannot hold.
+var ErrQueueFull = errors.New("overload: the service's queue is full")
+
+// NewService starts a service of workers workers taking service per
+// request: its capacity is workers / service requests a second.
+func NewService(workers int, service time.Duration) *Service {
+	s := &Service{service: service, queue: make(chan *job, 1<<16), stop: make(chan struct{})}
+	s.SetCapacity(1)
+	for range workers {
+		s.wg.Add(1)
+		go s.work()
+	}
+	return s
+}
+
+// SetCapacity sets the fraction of its capacity the service has: each
+// request takes service/frac.
+func (s *Service) SetCapacity(frac float64) { s.scale.Store(math.Float64bits(frac)) }
+
+// Close stops the workers; requests still queued are dropped.
+func (s *Service) Close() {
+	close(s.stop)
+	s.wg.Wait()
+}
+
+func (s *Service) work() {
+	defer s.wg.Done()
+	t := time.NewTimer(0)
+	<-t.C
+	for {
+		select {
+		case <-s.stop:
+			return
+		case j := <-s.queue:
+			t.Reset(time.Duration(float64(s.service) / math.Float64frombits(s.scale.Load())))
+			select {
+			case <-t.C:
+			case <-s.stop:
+				return
+			}
+			if j.ctx.Err() != nil {
+				s.wasted.Add(1) // done for a caller that gave up
+			} else {
+				s.served.Add(1)
+			}
+			close(j.done)
+		}
+	}
+}
+
+// RoundTrip queues req and answers 200 once a worker has served it, or
+// returns the context's error if the caller gives up first (the work
+// stays queued).
+func (s *Service) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	s.requests.Add(1)
+	j := &job{ctx: req.Context(), done: make(chan struct{})}
+	select {
+	case s.queue <- j:
+	default:
+		return nil, ErrQueueFull
+	}
+	select {
+	case <-j.done:
+		return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), ContentLength: 2, Request: req}, nil
+	case <-req.Context().Done():
+		return nil, req.Context().Err()
+	}
+}
+
+// Requests is how many requests reached the service; Wasted how many of
+// them it served after their caller had given up.
+func (s *Service) Requests() int64 { return s.requests.Load() }
+func (s *Service) Wasted() int64   { return s.wasted.Load() }
+
+// Naive is the experiment's client: each attempt times out after timeout,
+// and a failed one is retried at once, up to retries times, with no
+// budget.
+func Naive(next http.RoundTripper, timeout time.Duration, retries int) http.RoundTripper {
+	return naive{next, timeout, retries}
+}
+
+type naive struct {
+	next    http.RoundTripper
+	timeout time.Duration
+	retries int
+}
+
+func (n naive) RoundTrip(req *http.Request) (*http.Response, error) {
+	var err error
+	for range n.retries + 1 {
+		ctx, cancel := context.WithTimeout(req.Context(), n.timeout)
+		var resp *http.Response
+		resp, err = n.next.RoundTrip(req.WithContext(ctx))
+		if err == nil {
+			resp.Body = cancelOnClose{resp.Body, cancel}
+			return resp, nil
+		}
+		cancel()
+		if req.Context().Err() != nil {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c cancelOnClose) Close() error { err := c.ReadCloser.Close(); c.cancel(); return err }
+
+// Experiment is one run: an open-loop load of Rate operations a second,
+// each started on time whatever the others do, for Warmup, then Trigger
+// with the service at TriggerCapacity, then After. An operation started
+// before the end has Grace after it to finish; what has not succeeded by
+// then failed.
+type Experiment struct {
+	Rate                          float64
+	Warmup, Trigger, After, Grace time.Duration
+	TriggerCapacity               float64
+	Bucket                        time.Duration // of the goodput series; 0: 100 ms
+}
+
+// Result is what a run measured.
+type Result struct {
+	// Goodput is, per Bucket from the start, the share of the operations
+	// started in it that succeeded.
+	Goodput []float64
+	// GoodputAfter is the share of the operations started in the After
+	// period that succeeded.
+	GoodputAfter float64
+	// Recovered is the time from the trigger's end until the goodput is
+	// 90 % or more in every bucket after it; negative if it never is.
+	Recovered time.Duration
+	// PerOperation is the requests the service received per operation
+	// started; Wasted the share of them it served for callers that had
+	// already given up.
+	PerOperation, Wasted float64
+}
+
+// Run runs e: each operation is a GET through client to svc.
+func (e Experiment) Run(client http.RoundTripper, svc *Service) Result {
+	if e.Bucket == 0 {
+		e.Bucket = 100 * time.Millisecond
+	}
+	total := e.Warmup + e.Trigger + e.After
+	ctx, cancel := context.WithCancel(context.Background())
+	n := int(e.Rate * total.Seconds())
+	type outcome struct {
+		at time.Duration
+		ok bool
+	}
+	outcomes := make([]outcome, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	triggered, restored := false, false
+	for i := range n {
+		at := time.Duration(float64(i) / e.Rate * float64(time.Second))
+		if d := time.Until(start.Add(at)); d > 0 {
+			time.Sleep(d) // the open-loop schedule
+		}
+		now := time.Since(start)
+		if !triggered && now >= e.Warmup {
+			svc.SetCapacity(e.TriggerCapacity)
+			triggered = true
+		}
+		if !restored && now >= e.Warmup+e.Trigger {
+			svc.SetCapacity(1)
+			restored = true
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://service.test/", nil)
+			resp, err := client.RoundTrip(req)
+			ok := err == nil && resp.StatusCode == http.StatusOK
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			outcomes[i] = outcome{at: now, ok: ok}
+		}()
+	}
+	if d := time.Until(start.Add(total + e.Grace)); d > 0 {
+		time.Sleep(d)
+	}
+	cancel() // what has not succeeded by now failed
+	wg.Wait()
+	svc.SetCapacity(1)
+
+	r := Result{Recovered: -1, PerOperation: float64(svc.Requests()) / float64(max(n, 1))}
+	if svc.Requests() > 0 {
+		r.Wasted = float64(svc.Wasted()) / float64(svc.Requests())
+	}
+	buckets := int((total + e.Bucket - 1) / e.Bucket)
+	started, ok := make([]int, buckets), make([]int, buckets)
+	after, afterOK := 0, 0
+	for _, o := range outcomes {
+		b := int(o.at / e.Bucket)
+		started[b]++
+		if o.ok {
+			ok[b]++
+		}
+		if o.at >= e.Warmup+e.Trigger {
+			after++
+			if o.ok {
+				afterOK++
+			}
+		}
+	}
+	r.Goodput = make([]float64, buckets)
+	for b := range buckets {
+		if started[b] > 0 {
+			r.Goodput[b] = float64(ok[b]) / float64(started[b])
+		}
+	}
+	if after > 0 {
+		r.GoodputAfter = float64(afterOK) / float64(after)
+	}
+	end := int((e.Warmup + e.Trigger) / e.Bucket)
+	for b := buckets - 1; b >= end && r.Goodput[b] >= 0.9; b-- {
+		r.Recovered = time.Duration(b)*e.Bucket - (e.Warmup + e.Trigger)
+	}
+	return r
+}
