@@ -4,6 +4,7 @@
 //
 //	go run ./cmd/retrylab -run '^chain/(naive|one)' -json | go run ./cmd/charts chain > docs/img/chain.svg
 //	(cd bench && go run ./cmd/compare -run storm -json) | go run ./cmd/charts storm > docs/img/storm.svg
+//	(cd bench && go run ./cmd/compare -run metastable -json) | go run ./cmd/charts metastable > docs/img/metastable.svg
 //	go run ./cmd/charts waterfall http://127.0.0.1:16686 seed004/503-503-200 > docs/img/retry-trace.svg
 //
 // The waterfall is a lab scenario's trace as a running Jaeger stored it,
@@ -34,8 +35,8 @@ func main() {
 		}
 		return
 	}
-	if len(os.Args) != 2 || (os.Args[1] != "chain" && os.Args[1] != "storm") {
-		fmt.Fprintln(os.Stderr, "usage: charts chain|storm < JSON lines > chart.svg\n       charts waterfall JAEGER_QUERY_URL SCENARIO_ID > trace.svg")
+	if len(os.Args) != 2 || (os.Args[1] != "chain" && os.Args[1] != "storm" && os.Args[1] != "metastable") {
+		fmt.Fprintln(os.Stderr, "usage: charts chain|storm|metastable < JSON lines > chart.svg\n       charts waterfall JAEGER_QUERY_URL SCENARIO_ID > trace.svg")
 		os.Exit(2)
 	}
 	var err error
@@ -44,6 +45,8 @@ func main() {
 		err = chain(os.Stdin, os.Stdout)
 	case "storm":
 		err = storm(os.Stdin, os.Stdout)
+	case "metastable":
+		err = metastable(os.Stdin, os.Stdout)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "charts:", err)
