@@ -80,3 +80,33 @@ func FuzzPolicyConfig(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRateLimit: whatever the rate-limit fields say (negative, huge, not
+// a number, several policies, malformed structured fields), the hint is a
+// wait from 0 to its cap, never a panic; a hint longer than Max is not
+// honoured.
+func FuzzRateLimit(f *testing.F) {
+	f.Add(`"default";r=0;t=30`, "", "", "")
+	f.Add(`"a";r=0;t=3, "b";r=0;t=7000`, "0", "1700000000", "5")
+	f.Add(`"x";r=-1;t=-1`, "-1", "-5", "Fri, 31 Dec 9999 23:59:59 GMT")
+	f.Add(`;;;,,,"";r=;t=`, "0", "99999999999999999999", "1e9")
+	f.Add(`"q";q=100;w=10`, "", "", "")
+	f.Fuzz(func(t *testing.T, ratelimit, remaining, reset, retryAfter string) {
+		h := http.Header{}
+		for k, v := range map[string]string{"Ratelimit": ratelimit, "X-Ratelimit-Remaining": remaining, "X-Ratelimit-Reset": reset, "Ratelimit-Remaining": remaining, "Ratelimit-Reset": reset, "Retry-After": retryAfter} {
+			if v != "" {
+				h[k] = []string{v}
+			}
+		}
+		now := time.Unix(1_800_000_000, 0)
+		for _, ra := range []policy.RetryAfter{{}, {Max: time.Minute, Pace: true}, {Fractions: true}} {
+			wait, found, ok := ra.Hint(h, now)
+			if wait < 0 || wait > 100*365*24*time.Hour {
+				t.Fatalf("%+v %v: wait %v", ra, h, wait)
+			}
+			if !found && wait != 0 || !ok && wait != 0 {
+				t.Fatalf("%+v %v: wait %v without a hint (found %v, ok %v)", ra, h, wait, found, ok)
+			}
+		}
+	})
+}
