@@ -354,7 +354,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	}
 	resp, err := wire.RoundTrip(o.t.next, r)
 	if err == nil && o.e.p.RetryAfter.Pace && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
-		o.hold(r.URL, resp.Header)
+		o.hold(o.req.URL, resp.Header) // the host the caller addressed, whatever a Prepare made of it: as paced looks it up
 	}
 	info := attemptInfo{
 		processed:   processedBy(err, tr.Wrote(), tr.Conns() > 0),

@@ -41,16 +41,19 @@ func (p *pacer) hold(host string, until, now time.Time) {
 		return
 	}
 	if len(p.until) >= maxPacedHosts {
-		earliest := ""
+		// Make room for a tenth of the bound at once, so that the scan is
+		// paid once per maxPacedHosts/10 holds: ended holds first, then
+		// any (a host forgotten is met again with a 429, and held again).
 		for h, t := range p.until {
 			if !t.After(now) {
 				delete(p.until, h)
-			} else if earliest == "" || t.Before(p.until[earliest]) {
-				earliest = h
 			}
 		}
-		if len(p.until) >= maxPacedHosts {
-			delete(p.until, earliest) // the hold that ends first
+		for h := range p.until {
+			if len(p.until) <= maxPacedHosts-maxPacedHosts/10 {
+				break
+			}
+			delete(p.until, h)
 		}
 	}
 	p.until[host] = until

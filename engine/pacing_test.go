@@ -26,12 +26,16 @@ type paced struct {
 	next  map[string][]*http.Response
 }
 
-func newPaced(t *testing.T, p policy.Policy) *paced {
+func newPaced(t *testing.T, p policy.Policy, cfg ...func(*Config)) *paced {
 	t.Helper()
 	pc := &paced{clock: &clock{t: time.Now()}, next: map[string][]*http.Response{}}
 	pc.start = pc.clock.t
 	p.Rand = func() float64 { return 0.5 }
-	e, err := New(Config{Policy: p})
+	c := Config{Policy: p}
+	for _, fn := range cfg {
+		fn(&c)
+	}
+	e, err := New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +90,7 @@ func TestPacingHoldsTheHost(t *testing.T) {
 	if rep, err := pc.get(t, ctx, "https://other.example.com/"); err != nil || rep.Stop != policy.StopSuccess {
 		t.Fatalf("another host: %v, %v", rep, err)
 	}
-	want := []string{"api.example.com@0", "API.example.com:443@1000", "other.example.com@1000"}
+	want := []string{"api.example.com@0", "API.example.com:443@1050", "other.example.com@1050"} // 1 s and a jitter of 0.5 of its tenth
 	if strings.Join(pc.sent, " ") != strings.Join(want, " ") {
 		t.Errorf("sent %v, want %v", pc.sent, want)
 	}
@@ -114,10 +118,12 @@ func TestPacingWithinTheDeadline(t *testing.T) {
 	if !strings.Contains(err.Error(), "api.example.com") {
 		t.Errorf("the error %q does not name the host", err)
 	}
-	// Without a deadline the next operation waits the 30 s.
+	// Without a deadline the next operation waits the 30 s, and up to a
+	// tenth more (jitter 0.5 here), so that those held back do not all
+	// return together.
 	slept := len(pc.clock.slept)
-	if rep, err := pc.get(t, context.Background(), "https://api.example.com/c"); err != nil || rep.Stop != policy.StopSuccess || len(pc.clock.slept) != slept+1 || pc.clock.slept[slept] != 30*time.Second {
-		t.Errorf("%v, %v, slept %v: want one wait of 30 s, then success", rep, err, pc.clock.slept[slept:])
+	if rep, err := pc.get(t, context.Background(), "https://api.example.com/c"); err != nil || rep.Stop != policy.StopSuccess || len(pc.clock.slept) != slept+1 || pc.clock.slept[slept] != 31500*time.Millisecond {
+		t.Errorf("%v, %v, slept %v: want one wait of 31.5 s, then success", rep, err, pc.clock.slept[slept:])
 	}
 }
 
@@ -146,22 +152,65 @@ func TestPacingBounds(t *testing.T) {
 	}
 }
 
-// The memory is bounded: a host per answer, past the bound, keeps at most
-// maxPacedHosts; a hold that has ended is forgotten.
+// The memory is bounded: past the bound a tenth of the holds is
+// forgotten at once (ended ones first), so the scan is paid rarely; a
+// hold that has ended is forgotten when met.
 func TestPacerBounded(t *testing.T) {
 	var p pacer
 	now := time.Unix(1_800_000_000, 0)
 	for i := range maxPacedHosts + 50 {
-		p.hold(fmt.Sprint("h", i), now.Add(time.Duration(i+1)*time.Millisecond), now)
+		p.hold(fmt.Sprint("h", i), now.Add(time.Hour), now)
 	}
-	if n := len(p.until); n != maxPacedHosts {
-		t.Errorf("%d hosts held, want %d", n, maxPacedHosts)
+	if n := len(p.until); n > maxPacedHosts || n < maxPacedHosts*9/10 || int(p.held.Load()) != n {
+		t.Errorf("%d hosts held (counter %d), want at most %d and most of them", n, p.held.Load(), maxPacedHosts)
 	}
-	if !p.heldUntil("h0", now).IsZero() {
-		t.Error("the hold that ends first was kept over a later one")
+	if !p.heldUntil("h"+fmt.Sprint(maxPacedHosts+49), now).Equal(now.Add(time.Hour)) {
+		t.Error("the newest hold was forgotten")
 	}
-	later := now.Add(time.Hour)
-	if !p.heldUntil("h100", later).IsZero() || len(p.until) != maxPacedHosts-1 {
+	n := len(p.until)
+	if !p.heldUntil("h"+fmt.Sprint(maxPacedHosts+49), now.Add(2*time.Hour)).IsZero() || len(p.until) != n-1 {
 		t.Error("an ended hold was not forgotten")
+	}
+}
+
+// A Prepare that sends every attempt elsewhere: the hold is the host the
+// caller addressed, as is the lookup, so the next operation waits.
+func TestPacingWithPrepare(t *testing.T) {
+	p := policy.Default()
+	p.MaxAttempts = 1
+	pc := newPaced(t, p, func(c *Config) {
+		c.Prepare = func(r *http.Request, _ int) error { r.URL.Host = "b.example"; return nil }
+	})
+	pc.next["b.example"] = []*http.Response{answer(429, "Retry-After", "30")}
+	pc.get(t, context.Background(), "https://a.example/x")
+	pc.get(t, context.Background(), "https://a.example/y")
+	if want := "b.example@0 b.example@31500"; strings.Join(pc.sent, " ") != want {
+		t.Errorf("sent %v, want %s", pc.sent, want)
+	}
+}
+
+// A retry whose wait another operation's hold outlasts past the deadline
+// stops as a retry does whose own hint does: the caller gets the answer
+// it has, not an error.
+func TestPacedRetryKeepsItsAnswer(t *testing.T) {
+	pc := newPaced(t, policy.Default())
+	pc.next["h"] = []*http.Response{answer(503, "Retry-After", "1")}
+	pc.clock.during = func() { // another operation's 429 holds the host 30 s while this one waits
+		pc.clock.during = nil
+		pc.rt.(*transport).e.pace.hold("h", pc.clock.t.Add(30*time.Second), pc.clock.t)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "https://h/x", nil)
+	// The first wait is the operation's own (1 s); the hold comes during
+	// it, and the next plan sees it.
+	pc.next["h"] = append(pc.next["h"], answer(503, "Retry-After", "1"))
+	resp, err := pc.rt.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("%v: want the last 503 handed back", err)
+	}
+	resp.Body.Close()
+	if rep := ReportOf(resp); resp.StatusCode != 503 || rep.Stop != policy.StopWaitExceedsBudget {
+		t.Errorf("%d, %v: want the 503, wait-exceeds-budget", resp.StatusCode, rep)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/retrystack/retrystack/internal/wire"
 	"go.opentelemetry.io/otel/attribute"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"time"
 
@@ -188,12 +189,16 @@ func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts, r
 			}
 			return l.fail(l.inFlight(l.timeUp().mustStop(), false), err)
 		}
-		if host, until := l.o.paced(); !until.IsZero() {
-			if stop, err := l.pace(host, until); err != nil {
-				if n == 1 && f.body != nil {
-					f.body.Close()
+		if n == 1 {
+			// A retry's plan waits for the host's hold itself (plan), so
+			// that a stop still hands back the answer it has.
+			if host, until := l.o.paced(); !until.IsZero() {
+				if stop, err := l.pace(host, until); err != nil {
+					if f.body != nil {
+						f.body.Close()
+					}
+					return l.fail(stop, err)
 				}
-				return l.fail(stop, err)
 			}
 		}
 		v, info, dec, err := l.attempt(n)
@@ -440,6 +445,13 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 			wait, fromHint = hw, true
 		}
 	}
+	if _, until := l.o.paced(); !until.IsZero() {
+		// Another operation's answer holds the host back longer: the
+		// retry waits for that too.
+		if d := until.Sub(e.now()); d > wait {
+			wait, fromHint = d, true
+		}
+	}
 	if dl, ok := l.op.Deadline(); ok && wait > 0 && !e.now().Add(wait).Before(dl) {
 		return policy.StopWaitExceedsBudget, 0, false // a wait that cannot finish is not started
 	}
@@ -468,6 +480,15 @@ func (l *loop[T]) pace(host string, until time.Time) (policy.StopReason, error) 
 			l.o.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, "stopped", wait)})
 		}
 		return policy.StopWaitExceedsBudget, &pacedError{host: host, until: until}
+	}
+	// Up to a tenth more, within the deadline: the operations held back
+	// do not all return at the reset together.
+	draw := rand.Float64
+	if e.p.Rand != nil {
+		draw = e.p.Rand
+	}
+	if extra := time.Duration(draw() * float64(wait) / 10); !bounded || now.Add(wait+extra).Before(dl) {
+		wait += extra
 	}
 	if l.o.observed() {
 		l.o.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, "waited", wait)})

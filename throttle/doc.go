@@ -5,13 +5,17 @@
 //
 // For each host the layer counts, over the last Window (2 minutes), the
 // requests it was asked to send and the accepts: answers that are not an
-// overload (429, 503, a refused or reset connection, a timeout are). It
-// refuses a request with probability
+// overload (429, 503, a refused or reset connection, a timeout are). A
+// request counts once it has finished (a burst to a healthy host is not
+// judged on answers it has not given yet), and a cancellation counts for
+// nothing: it says nothing of the host. It refuses a request with
+// probability
 //
 //	max(0, (requests − K·accepts) / (requests + 1))
 //
-// with K = 2: while a host accepts at least half of what it is sent,
-// nothing is refused; as its accepts fall, the client sends it about K
+// with K = 2, once the window holds 10 requests (a host the client has
+// just started to call is not judged on one or two answers): while a host
+// accepts at least half of what it is sent, nothing is refused; as its accepts fall, the client sends it about K
 // times what it accepts. A refused request counts as a request, so the
 // refusals keep the rate up while the host recovers, and as accepts
 // return the probability falls back to 0.

@@ -125,18 +125,30 @@ func slot(p int64) int {
 	return i
 }
 
-// turn makes bucket i period p's, emptying it, unless it is already.
-func (h *host) turn(i int, p int64) {
-	old := h.tick[i].Load()
-	if old != p && h.tick[i].CompareAndSwap(old, p) {
-		h.reqs[i].Store(0)
-		h.accs[i].Store(0)
+// turn makes bucket i period p's, emptying it, when it holds an older
+// period; it reports whether the bucket is p's (false: it holds a newer
+// one, and a count for p is too old to keep).
+func (h *host) turn(i int, p int64) bool {
+	for {
+		old := h.tick[i].Load()
+		switch {
+		case old == p:
+			return true
+		case old > p:
+			return false
+		case h.tick[i].CompareAndSwap(old, p):
+			h.reqs[i].Store(0)
+			h.accs[i].Store(0)
+			return true
+		}
 	}
 }
 
-// admit counts a request at period p and returns the probability of
-// refusing it, from the window before it.
-func (h *host) admit(p int64, k float64) float64 {
+// probability is the chance of refusing a request at period p, from the
+// window's requests and accepts. Below minRequests nothing is refused: a
+// host the client has just started to call, or calls rarely, is not
+// judged on one or two answers.
+func (h *host) probability(p int64, k float64) float64 {
 	var reqs, accs int64
 	for i := range buckets {
 		if d := p - h.tick[i].Load(); d >= 0 && d < buckets {
@@ -144,21 +156,30 @@ func (h *host) admit(p int64, k float64) float64 {
 			accs += h.accs[i].Load()
 		}
 	}
-	i := slot(p)
-	h.turn(i, p)
-	h.reqs[i].Add(1)
-	if reqs <= 2*accs && k >= 2 {
+	if reqs < minRequests || float64(reqs) <= k*float64(accs) {
 		return 0 // the common case, without a division
 	}
-	return max(0, (float64(reqs)-k*float64(accs))/float64(reqs+1))
+	return (float64(reqs) - k*float64(accs)) / float64(reqs+1)
 }
 
-// accept counts an accept at period p.
-func (h *host) accept(p int64) {
+// count counts a request that has finished, in period p's bucket (the
+// period it started in), with its accept if it was one. Requests in
+// flight do not count: a burst to a healthy host is not refused for
+// answers it has not given yet.
+func (h *host) count(p int64, accepted bool) {
 	i := slot(p)
-	h.turn(i, p)
-	h.accs[i].Add(1)
+	if !h.turn(i, p) {
+		return // it started a window ago or more
+	}
+	h.reqs[i].Add(1)
+	if accepted {
+		h.accs[i].Add(1)
+	}
 }
+
+// minRequests is the fewest requests in the window for a host to be
+// throttled.
+const minRequests = 10
 
 // idle reports whether h has nothing in the window at period p.
 func (h *host) idle(p int64) bool {
@@ -181,6 +202,10 @@ func (th *throttle) host(key string, p int64) *host {
 		return h.(*host)
 	}
 	if th.count.Load() >= int64(th.cfg.MaxHosts) {
+		// Make room for a tenth of the bound at once, so that the scan
+		// is paid once per MaxHosts/10 new hosts: idle hosts first, then
+		// any (forgotten, as if they were new).
+		target := int64(th.cfg.MaxHosts) - int64(max(th.cfg.MaxHosts/10, 1))
 		th.hosts.Range(func(k, v any) bool {
 			if v.(*host).idle(p) {
 				th.hosts.Delete(k)
@@ -188,8 +213,8 @@ func (th *throttle) host(key string, p int64) *host {
 			}
 			return true
 		})
-		th.hosts.Range(func(k, _ any) bool { // every host busy: forget some, as if they were new
-			if th.count.Load() < int64(th.cfg.MaxHosts) {
+		th.hosts.Range(func(k, _ any) bool {
+			if th.count.Load() <= target {
 				return false
 			}
 			th.hosts.Delete(k)
@@ -218,9 +243,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	key := wire.HostKey(req.URL)
 	p := th.period(th.cfg.Now())
 	h := th.host(key, p)
-	if prob := h.admit(p, th.cfg.K); prob > 0 {
+	if prob := h.probability(p, th.cfg.K); prob > 0 {
 		op, _ := middleware.OperationOf(req.Context())
 		if op.Attempt() > 1 || th.cfg.Rand() < prob {
+			h.count(p, false) // a refused request counts as one: the refusals keep the rate up while the host recovers
 			if req.Body != nil {
 				req.Body.Close() // the RoundTripper's, even when it sends nothing
 			}
@@ -230,8 +256,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := wire.RoundTrip(t.next, req)
-	if !th.cfg.Overloaded(resp, err) {
-		h.accept(p) // in the request's bucket: one clock read per request
+	if err == nil || !errors.Is(err, context.Canceled) {
+		// A cancellation (the caller gave up, a hedge lost) says nothing
+		// of the host: neither an accept nor a rejection.
+		h.count(p, !th.cfg.Overloaded(resp, err)) // in the bucket it started in: one clock read per request
 	}
 	return resp, err
 }

@@ -101,11 +101,14 @@ func TestFormula(t *testing.T) {
 func TestWindow(t *testing.T) {
 	c := &clock{now: time.Unix(1_800_000_000, 0)}
 	rt := throttle.Layer(throttle.Config{Now: c.Now, Rand: func() float64 { return 0 }}).Wrap(answering(func() int { return 503 }))
-	for range 5 {
+	for range 9 {
 		get(t, rt)
 	}
+	if err := get(t, rt); err != nil {
+		t.Fatalf("refused with 9 requests in the window, under the 10 it takes: %v", err)
+	}
 	if get(t, rt) == nil {
-		t.Fatal("not refused after 5 rejections at draw 0")
+		t.Fatal("not refused after 10 rejections at draw 0")
 	}
 	c.add(2*time.Minute + time.Second)
 	if err := get(t, rt); err != nil {
@@ -142,12 +145,18 @@ func TestRetriesShedFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt := st.Then(answering(func() int { sent.Add(1); return 503 }))
-	// The first operation: 503, a retry (p = 1/2 > 0): refused, throttled.
+	// A host that has rejected its 10 requests: a first attempt passes
+	// (draw 0.999 is above p), its retry (p > 0) is refused.
+	for sent.Load() < 10 {
+		req, _ := http.NewRequest("GET", "http://api.example.com/x", nil)
+		rt.RoundTrip(req)
+	}
+	before := sent.Load()
 	req, _ := http.NewRequest("GET", "http://api.example.com/x", nil)
 	_, err = rt.RoundTrip(req)
 	rep := engine.ReportFrom(err)
-	if rep == nil || rep.Stop != policy.StopThrottled || len(rep.Attempts) != 2 || sent.Load() != 1 {
-		t.Fatalf("%v, %v (%d sent); want the retry refused, stop throttled, one sent", err, rep, sent.Load())
+	if rep == nil || rep.Stop != policy.StopThrottled || len(rep.Attempts) != 2 || sent.Load() != before+1 {
+		t.Fatalf("%v, %v (%d sent); want the retry refused, stop throttled, one sent", err, rep, sent.Load()-before)
 	}
 }
 
@@ -157,7 +166,9 @@ func TestRefusalThroughTheStack(t *testing.T) {
 	var events []middleware.Event
 	var mu sync.Mutex
 	c := &clock{now: time.Unix(1_800_000_000, 0)}
-	e, _ := engine.New(engine.Config{Policy: policy.Default()})
+	quick := policy.Default()
+	quick.Backoff = policy.Backoff{}
+	e, _ := engine.New(engine.Config{Policy: quick})
 	st, _ := middleware.NewStack(e.Layer(), middleware.Layer{Name: "watch", Wrap: func(next http.RoundTripper) http.RoundTripper {
 		return middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			op, _ := middleware.OperationOf(req.Context())
@@ -167,7 +178,7 @@ func TestRefusalThroughTheStack(t *testing.T) {
 	}}, throttle.Layer(throttle.Config{Now: c.Now, Rand: func() float64 { return 0 }}))
 	var sent atomic.Int32
 	rt := st.Then(answering(func() int { sent.Add(1); return 429 }))
-	for range 3 { // 429s, no retries (draw 0 refuses the retries)
+	for sent.Load() < 10 { // 429s, until the window holds 10
 		req, _ := http.NewRequest("GET", "http://api.example.com/x", nil)
 		resp, err := rt.RoundTrip(req)
 		if err == nil {
@@ -277,5 +288,74 @@ func benchAccept(b *testing.B, now func() time.Time) {
 	b.ReportAllocs()
 	for b.Loop() {
 		rt.RoundTrip(req)
+	}
+}
+
+// A burst to a healthy host the client has not called before: nothing is
+// refused (requests in flight do not count as rejections).
+func TestBurstToAHealthyHost(t *testing.T) {
+	release := make(chan struct{})
+	var sent atomic.Int32
+	rt := throttle.Layer(throttle.Config{Rand: func() float64 { return 0 }}).Wrap(middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		sent.Add(1)
+		<-release
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Request: req}, nil
+	}))
+	var wg sync.WaitGroup
+	var refused atomic.Int32
+	for range 20 {
+		wg.Go(func() {
+			if err := get(t, rt); err != nil {
+				refused.Add(1)
+			}
+		})
+	}
+	for sent.Load()+refused.Load() < 20 {
+		time.Sleep(time.Millisecond) // until every request is in flight or refused
+	}
+	close(release)
+	wg.Wait()
+	if refused.Load() != 0 {
+		t.Errorf("%d of 20 refused", refused.Load())
+	}
+}
+
+// An answer that comes a window after its request started counts for
+// nothing, and never empties the bucket of the period now.
+func TestLateAnswer(t *testing.T) {
+	c := &clock{now: time.Unix(1_800_000_000, 0)}
+	release := make(chan struct{})
+	first := true
+	var mu sync.Mutex
+	rt := throttle.Layer(throttle.Config{Now: c.Now, Rand: func() float64 { return 0 }}).Wrap(middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		mu.Lock()
+		slow := first
+		first = false
+		mu.Unlock()
+		if slow {
+			<-release
+			return &http.Response{StatusCode: 200, Body: http.NoBody, Request: req}, nil
+		}
+		return &http.Response{StatusCode: 503, Body: http.NoBody, Request: req}, nil
+	}))
+	done := make(chan error, 1)
+	go func() { done <- get(t, rt) }()
+	for {
+		mu.Lock()
+		f := first
+		mu.Unlock()
+		if !f {
+			break
+		}
+		time.Sleep(time.Millisecond) // until the slow request is in flight
+	}
+	c.add(2 * time.Minute) // its bucket (period mod 12) comes round again, for the period now
+	for range 10 {
+		get(t, rt)
+	}
+	close(release) // its accept is too old: dropped, not a reset of the bucket
+	<-done
+	if get(t, rt) == nil {
+		t.Error("the late answer emptied the window: 10 rejections not refused")
 	}
 }

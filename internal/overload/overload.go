@@ -29,8 +29,9 @@ type Service struct {
 }
 
 type job struct {
-	ctx  context.Context
-	done chan struct{}
+	ctx     context.Context
+	done    chan struct{}
+	dropped bool // set before done closes: the service closed
 }
 
 // ErrQueueFull is the error of a request the service's queue cannot hold.
@@ -49,13 +50,31 @@ func NewService(workers int, service time.Duration) *Service {
 }
 
 // SetCapacity sets the fraction of its capacity the service has: each
-// request takes service/frac.
-func (s *Service) SetCapacity(frac float64) { s.scale.Store(math.Float64bits(frac)) }
+// request takes service/frac. A fraction of 0 or less is a hundredth.
+func (s *Service) SetCapacity(frac float64) {
+	if !(frac > 0) {
+		frac = 0.01
+	}
+	s.scale.Store(math.Float64bits(frac))
+}
 
-// Close stops the workers; requests still queued are dropped.
+// ErrClosed is the error of a request the service dropped as it closed.
+var ErrClosed = errors.New("overload: the service closed")
+
+// Close stops the workers; requests still queued or in service are
+// dropped, their callers answered ErrClosed.
 func (s *Service) Close() {
 	close(s.stop)
 	s.wg.Wait()
+	for {
+		select {
+		case j := <-s.queue:
+			j.dropped = true
+			close(j.done)
+		default:
+			return
+		}
+	}
 }
 
 func (s *Service) work() {
@@ -71,6 +90,8 @@ func (s *Service) work() {
 			select {
 			case <-t.C:
 			case <-s.stop:
+				j.dropped = true
+				close(j.done)
 				return
 			}
 			if j.ctx.Err() != nil {
@@ -99,6 +120,9 @@ func (s *Service) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	select {
 	case <-j.done:
+		if j.dropped {
+			return nil, ErrClosed
+		}
 		return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 			Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), ContentLength: 2, Request: req}, nil
 	case <-req.Context().Done():
@@ -218,7 +242,7 @@ func (e Experiment) Run(client http.RoundTripper, svc *Service) Result {
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 			}
-			outcomes[i] = outcome{at: now, ok: ok}
+			outcomes[i] = outcome{at: at, ok: ok} // by its place in the schedule: a late start is the load generator's, not the client's
 		}()
 	}
 	if d := time.Until(start.Add(total + e.Grace)); d > 0 {

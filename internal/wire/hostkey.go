@@ -4,24 +4,38 @@ import (
 	"net/url"
 	"strings"
 
-	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/idna"
 )
 
-// HostKey is u's host as net/http sends it (an internationalised name in
-// punycode), in lower case, without the scheme's default port: the key of
-// the per-host state of the breaker, the throttle and pacing, so that
-// "API.example.com", "api.example.com" and "api.example.com:443" (for
-// https) are one host. A host in lower-case ASCII is not copied.
+// HostKey is u's host as net/http dials it (an internationalised name
+// mapped and in punycode, as net/http's idna.Lookup does), in lower case,
+// without the scheme's default port: the key of the per-host state of the
+// breaker, the throttle and pacing, so that "API.example.com",
+// "api.example.com" and "api.example.com:443" (for https) are one host,
+// and "İstanbul.example" is not "istanbul.example". A host in lower-case
+// ASCII is not copied.
 func HostKey(u *url.URL) string {
 	h := u.Host
+	plain := true // lower-case ASCII: the usual host, one pass and no copy
 	for i := 0; i < len(h); i++ {
 		if c := h[i]; c >= 0x80 || 'A' <= c && c <= 'Z' {
-			h = strings.ToLower(h) // first: "Ü" and "ü" have one punycode only in lower case
-			if p, err := httpguts.PunycodeHostPort(h); err == nil {
-				h = p
-			}
+			plain = false
 			break
 		}
+	}
+	ascii := plain || strings.IndexFunc(h, func(r rune) bool { return r >= 0x80 }) < 0
+	switch {
+	case !ascii:
+		host, port := h, ""
+		if j := strings.LastIndexByte(h, ':'); j >= 0 {
+			host, port = h[:j], h[j:]
+		}
+		if a, err := idna.Lookup.ToASCII(host); err == nil {
+			host = a
+		}
+		h = strings.ToLower(host) + port
+	case !plain:
+		h = strings.ToLower(h)
 	}
 	switch {
 	case u.Scheme == "https" && strings.HasSuffix(h, ":443"):
