@@ -18,18 +18,18 @@ import (
 )
 
 // The metastable-failure experiment (internal/overload, the lab's
-// overload/ rows): a service of 30 workers of 150 ms (200 requests a
-// second), an open load of 120 operations a second, a 1 s trigger at 40 %
-// capacity, attempts that time out after 500 ms.
+// overload/ rows): a service of 150 workers of 150 ms (1 000 requests a
+// second), an open load of 600 operations a second from one client, a 1 s
+// trigger at 40 % capacity, attempts that time out after 500 ms.
 const (
-	metaWorkers = 30
+	metaWorkers = 150
 	metaService = 150 * time.Millisecond
 	metaAttempt = 500 * time.Millisecond
 )
 
 // MetaExperiment is the run: 1 s of warm-up, the trigger, 5 s after.
 var MetaExperiment = overload.Experiment{
-	Rate: 120, Warmup: time.Second, Trigger: time.Second, After: 5 * time.Second,
+	Rate: 600, Warmup: time.Second, Trigger: time.Second, After: 5 * time.Second,
 	TriggerCapacity: 0.4, Grace: metaAttempt,
 }
 

@@ -79,7 +79,7 @@ func TestThrottleAndPacingOnTelemetry(t *testing.T) {
 	thr2, _ := retrystack.NewStack(retrystack.Config{Policy: &p2, Telemetry: tel})
 	thr2, _ = thr2.InsertAfter("retry", throttle.Layer(throttle.Config{Rand: func() float64 { return 0 }}))
 	c2 := retrystack.Client(thr2, tr)
-	for range 5 {
+	for range 15 { // the throttle judges a host from 10 requests in its window
 		if resp, err := c2.Get(srv.URL); err == nil {
 			resp.Body.Close()
 		}
