@@ -368,7 +368,7 @@ func (r *recorder) stream() {
 		r.WriteHeader(http.StatusOK)
 	}
 	r.sent = true
-	if !r.streaming() {
+	if r.done {
 		// The whole answer is known: trailers the handler set go as
 		// headers, as they are kept for replays.
 		untrail(r.header)
@@ -379,10 +379,6 @@ func (r *recorder) stream() {
 		r.w.Write(r.body.Bytes())
 	}
 }
-
-// streaming reports whether the handler is still writing: the answer
-// goes out before it ends.
-func (r *recorder) streaming() bool { return !r.done }
 
 // send sends the answer once it is stored; a streamed one is out already.
 func (r *recorder) send() {
