@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrystack/retrystack/idempotency"
@@ -43,8 +44,8 @@ func Example() {
 	srv := httptest.NewServer(idempotency.Handler(orders, idempotency.Config{Store: store}))
 	defer srv.Close()
 
-	key := fmt.Sprintf(`"order-%d"`, os.Getpid())
-	for range 2 { // the second as a retry whose first answer was lost
+	key := fmt.Sprintf(`"order-%d"`, time.Now().UnixNano()) // a new order: a key of its own
+	for range 2 {                                           // the second as a retry whose first answer was lost
 		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("book"))
 		req.Header.Set("Idempotency-Key", key)
 		resp, err := http.DefaultClient.Do(req)
