@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/retrystack/retrystack"
+	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/policy"
 )
 
 // addrEnv names the address a child serves on.
@@ -152,4 +157,38 @@ func (s *Server) kill() {
 	s.cmd.Wait()
 	for range s.lines { // the reader ends with the pipe
 	}
+}
+
+// Result is what the client of Post got.
+type Result struct {
+	Status int // 0 with Err
+	Body   string
+	Report *engine.Report
+	Err    error
+}
+
+// Post sends body to path on the child as a keyed POST through a
+// retrystack client that retries it (policy.Default with
+// IdempotencyKeys, within 30 s), and delivers its result once it has one:
+// the test crashes and restarts the child meanwhile.
+func (s *Server) Post(path, body string) <-chan Result {
+	done := make(chan Result, 1)
+	p := policy.Default()
+	p.IdempotencyKeys, p.Timeout = true, 30*time.Second
+	c, err := retrystack.NewClient(retrystack.Config{Policy: &p, Transport: s.Transport()})
+	if err != nil {
+		done <- Result{Err: err}
+		return done
+	}
+	go func() {
+		resp, err := c.Post(s.URL()+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			done <- Result{Err: err, Report: engine.ReportFrom(err)}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- Result{Status: resp.StatusCode, Body: string(b), Report: engine.ReportOf(resp)}
+	}()
+	return done
 }

@@ -6,16 +6,12 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/retrystack/retrystack"
-	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/idempotency"
 	"github.com/retrystack/retrystack/internal/crashtest"
-	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/stores/postgres"
 )
 
@@ -39,29 +35,7 @@ func TestCrash(t *testing.T) {
 		t.Run(at, func(t *testing.T) {
 			run := fmt.Sprintf("%s-%d", at, time.Now().UnixNano())
 			srv := crashtest.Start(t, "TestCrash", "CRASH_AT="+at, "CRASH_RUN="+run)
-			p := policy.Default()
-			p.IdempotencyKeys, p.Timeout = true, 30*time.Second
-			c, err := retrystack.NewClient(retrystack.Config{Policy: &p, Transport: srv.Transport()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			type result struct {
-				status int
-				body   string
-				rep    *engine.Report
-				err    error
-			}
-			done := make(chan result, 1)
-			go func() {
-				resp, err := c.Post(srv.URL()+"/orders", "application/json", strings.NewReader(`{"item":"book","run":"`+run+`"}`))
-				if err != nil {
-					done <- result{err: err, rep: engine.ReportFrom(err)}
-					return
-				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				done <- result{status: resp.StatusCode, body: string(b), rep: engine.ReportOf(resp)}
-			}()
+			done := srv.Post("/orders", `{"item":"book","run":"`+run+`"}`)
 			if at == "after-commit" {
 				srv.Await("committed")
 			} else {
@@ -74,11 +48,11 @@ func TestCrash(t *testing.T) {
 			if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM crash_orders WHERE run = $1`, run).Scan(&orders); err != nil {
 				t.Fatal(err)
 			}
-			if r.err != nil || r.status != http.StatusCreated || orders != 1 {
-				t.Fatalf("%d %q %v (%v); %d orders: want 201 and one order", r.status, r.body, r.err, r.rep, orders)
+			if r.Err != nil || r.Status != http.StatusCreated || orders != 1 {
+				t.Fatalf("%d %q %v (%v); %d orders: want 201 and one order", r.Status, r.Body, r.Err, r.Report, orders)
 			}
-			if replayed := at == "after-commit"; r.rep == nil || r.rep.Replayed != replayed {
-				t.Errorf("report %v: want Replayed %v", r.rep, replayed)
+			if replayed := at == "after-commit"; r.Report == nil || r.Report.Replayed != replayed {
+				t.Errorf("report %v: want Replayed %v", r.Report, replayed)
 			}
 		})
 	}

@@ -3,19 +3,14 @@ package redis_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/retrystack/retrystack"
-	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/idempotency"
 	"github.com/retrystack/retrystack/internal/crashtest"
-	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/stores/redis"
 )
 
@@ -46,28 +41,7 @@ func TestCrash(t *testing.T) {
 		t.Run(tt.at, func(t *testing.T) {
 			run := fmt.Sprintf("retrystack-test:orders:%s-%d", tt.at, time.Now().UnixNano())
 			srv := crashtest.Start(t, "TestCrash", "CRASH_AT="+tt.at, "CRASH_RUN="+run)
-			p := policy.Default()
-			p.IdempotencyKeys, p.Timeout = true, 30*time.Second
-			client, err := retrystack.NewClient(retrystack.Config{Policy: &p, Transport: srv.Transport()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			type result struct {
-				status int
-				rep    *engine.Report
-				err    error
-			}
-			done := make(chan result, 1)
-			go func() {
-				resp, err := client.Post(srv.URL()+"/orders", "application/json", strings.NewReader(`{"item":"book"}`))
-				if err != nil {
-					done <- result{err: err, rep: engine.ReportFrom(err)}
-					return
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				done <- result{status: resp.StatusCode, rep: engine.ReportOf(resp)}
-			}()
+			done := srv.Post("/orders", `{"item":"book"}`)
 			srv.Await("placed")
 			srv.Crash()
 			srv.Restart("CRASH_RUN=" + run)
@@ -76,8 +50,8 @@ func TestCrash(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.err != nil || r.status != http.StatusCreated || orders != tt.orders {
-				t.Fatalf("%d %v (%v); %d orders: want 201 and %d", r.status, r.err, r.rep, orders, tt.orders)
+			if r.Err != nil || r.Status != http.StatusCreated || orders != tt.orders {
+				t.Fatalf("%d %v (%v); %d orders: want 201 and %d", r.Status, r.Err, r.Report, orders, tt.orders)
 			}
 		})
 	}
