@@ -68,6 +68,34 @@ type row struct {
 	stack      string
 	got        figures
 	deviations []string
+	// ours is the same scenario under retrystack's defaults (the default
+	// preset and stack, none of the row's own tuning), for a row that
+	// reproduces another system; nil otherwise.
+	ours *figures
+}
+
+// reproduces reports whether sc reproduces another system's behaviour (a
+// seed row under another client's preset): the lab then runs it under
+// retrystack's defaults too, and prints both.
+func reproduces(sc scenario) bool {
+	return strings.HasPrefix(sc.id, "seed") && sc.preset != "default" && sc.preset != "none"
+}
+
+// ourVersion is sc under retrystack's defaults: the default preset and
+// stack; of the row's own tuning only the caller's deadlines (Timeout,
+// AttemptTimeout) stay, as a caller of retrystack would set them too.
+func ourVersion(sc scenario) scenario {
+	tune := sc.tune
+	sc.preset, sc.stack, sc.tune = "default", nil, nil
+	if tune != nil {
+		sc.tune = func(p *policy.Policy) {
+			theirs := presetTable["default"].policy()
+			tune(&theirs)
+			p.Timeout, p.AttemptTimeout = theirs.Timeout, theirs.AttemptTimeout
+		}
+	}
+	sc.id += "#ours" // its own key on the server
+	return sc
 }
 
 // preset is a retry policy the lab can apply; a nil policy means no retry
@@ -202,6 +230,11 @@ func runAll(ctx context.Context, selected []scenario, opts options) ([]row, erro
 			// A row that cannot run is a deviation, not the end of the run.
 			r = row{sc: sc, preset: opts.preset, got: figures{Result: "-", PlannedWaitsMS: []int64{}, Extra: map[string]string{}},
 				deviations: []string{"cannot run: " + err.Error()}}
+		}
+		if reproduces(sc) && !opts.experimentMode {
+			if o, err := runOne(ctx, srv, tel, ourVersion(sc), opts); err == nil {
+				r.ours = &o.got
+			}
 		}
 		rows = append(rows, r)
 	}

@@ -43,6 +43,11 @@ func TestDefaultRunReproducesEveryRow(t *testing.T) {
 	if !strings.Contains(out, "seed000 — reqwest 0.13.5's retry module (Rust)") || !strings.Contains(out, "SERVER: the requests the server saw") {
 		t.Error("the table lacks its group lines or its legend")
 	}
+	// A reproduction of another client's pitfall shows retrystack's
+	// defaults beside it: reqwest's 3 POSTs and 3 orders, then ours.
+	if !strings.Contains(out, "retrystack's defaults: 1 request, 503, not-idempotent; orders_written=1") {
+		t.Error("seed003/naive-post-orders lacks retrystack's defaults beside it")
+	}
 }
 
 func TestJSONLines(t *testing.T) {
@@ -66,6 +71,21 @@ func TestJSONLines(t *testing.T) {
 		if _, ok := obj["stop"]; ok {
 			want = append(want, "stop")
 			slices.Sort(want)
+		}
+		var id0 string
+		json.Unmarshal(obj["id"], &id0)
+		if sc := scenarioByID(id0); sc != nil && reproduces(*sc) {
+			// A reproduction of another system: retrystack's defaults in
+			// the same scenario, shaped like the row's own figures.
+			want = append(want, "ours")
+			slices.Sort(want)
+			var o map[string]json.RawMessage
+			json.Unmarshal(obj["ours"], &o)
+			for _, k := range []string{"server_requests", "result", "extra"} {
+				if _, ok := o[k]; !ok {
+					t.Errorf("line %q: ours lacks %s", line, k)
+				}
+			}
 		}
 		var matched bool
 		json.Unmarshal(obj["matched"], &matched)
@@ -303,4 +323,13 @@ func TestWide(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "PRESET") || !strings.Contains(out, "SEED FIGURE") || !strings.Contains(out, "reqwest-default  redirect → cookies → retry → transport") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
+}
+
+func scenarioByID(id string) *scenario {
+	for i := range scenarios {
+		if scenarios[i].id == id {
+			return &scenarios[i]
+		}
+	}
+	return nil
 }

@@ -66,7 +66,8 @@ func printJSON(w io.Writer, rows []row) error {
 			Expected   expected `json:"expected"`
 			Matched    bool     `json:"matched"`
 			Deviations []string `json:"deviations"`
-		}{r.sc.id, r.got, r.preset, r.stack, expectedOf(r.sc.want), len(r.deviations) == 0, r.deviations}
+			Ours       *ours    `json:"ours,omitempty"`
+		}{r.sc.id, r.got, r.preset, r.stack, expectedOf(r.sc.want), len(r.deviations) == 0, r.deviations, oursOf(r.ours)}
 		if line.Deviations == nil {
 			line.Deviations = []string{}
 		}
@@ -75,6 +76,47 @@ func printJSON(w io.Writer, rows []row) error {
 		}
 	}
 	return nil
+}
+
+// ours is the row's scenario under retrystack's defaults, shaped like the
+// row's own figures.
+type ours struct {
+	ServerRequests []int             `json:"server_requests"`
+	Result         string            `json:"result"`
+	Stop           string            `json:"stop,omitempty"`
+	Extra          map[string]string `json:"extra"`
+}
+
+func oursOf(f *figures) *ours {
+	if f == nil {
+		return nil
+	}
+	return &ours{f.ServerRequests, f.Result, f.Stop, f.Extra}
+}
+
+// oursLine says in one line what retrystack's defaults did in a row's
+// scenario.
+func oursLine(f *figures) string {
+	s := fmt.Sprintf("retrystack's defaults: %s, %s, %s", plural(sum(f.ServerRequests), "request"), f.Result, dash(f.Stop))
+	if x := extra(f.Extra); x != "" {
+		s += "; " + x
+	}
+	return s
+}
+
+func sum(ns []int) int {
+	t := 0
+	for _, n := range ns {
+		t += n
+	}
+	return t
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
 }
 
 // groups say, in one line, what each group of rows is about: the source
@@ -101,8 +143,9 @@ const legend = `SERVER: the requests the server saw, per operation of the row ("
   of 1 request, then one of 5); for a chain, what S1, S2 and S3 saw. RESULT: the final status, or
   "error". STOP: the retry layer's stop reason. WAITS: the waits it planned, in ms. Under each row:
   what the server does and what the client is set to do, then what the row expects: the source's
-  figure ("-": not checked; "a|b": either). -wide prints it all on one line, with the preset and
-  the stack.`
+  figure ("-": not checked; "a|b": either); under a row that reproduces another client, what
+  retrystack's defaults do in the same scenario. -wide prints it all on one line, with the preset
+  and the stack.`
 
 // printTable prints the rows grouped by the part of their id before "/",
 // each group under a line saying what it is, each row with its check
@@ -161,7 +204,11 @@ func printTable(w io.Writer, rows []row, experiment, wide bool) error {
 		if x := extra(r.got.Extra); x != "" {
 			want += "; measured " + x
 		}
-		for _, d := range append([]string{detail, want}, prefixed("✗ ", r.deviations)...) {
+		lines := []string{detail, want}
+		if r.ours != nil {
+			lines = append(lines, oursLine(r.ours))
+		}
+		for _, d := range append(lines, prefixed("✗ ", r.deviations)...) {
 			for _, l := range wrap(d, 112) {
 				fmt.Fprintf(w, "      %s\n", l)
 			}
