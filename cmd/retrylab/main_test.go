@@ -26,7 +26,6 @@ func runLab(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 func TestDefaultRunReproducesEveryRow(t *testing.T) {
-	t.Parallel() // with TestJSONLines: each run waits more than it works
 	code, out, stderr := runLab(t)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q, output:\n%s", code, stderr, out)
@@ -52,7 +51,6 @@ func TestDefaultRunReproducesEveryRow(t *testing.T) {
 }
 
 func TestJSONLines(t *testing.T) {
-	t.Parallel()
 	code, out, stderr := runLab(t, "-json")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
