@@ -141,21 +141,24 @@ var groups = map[string]string{
 // legend explains the table's columns and notations.
 const legend = `SERVER: the requests the server saw, per operation of the row ("1×20,5": twenty operations
   of 1 request, then one of 5); for a chain, what S1, S2 and S3 saw. RESULT: the final status, or
-  "error". STOP: the retry layer's stop reason. WAITS: the waits it planned, in ms. Under each row:
+  "error". STOP: the retry layer's stop reason. WAITS: the waits it planned, in ms ("none": no
+  retry waited). CHECK: ✓ the row reproduces its expected figures, ✗ it does not. Under each row:
   what the server does and what the client is set to do, then what the row expects: the source's
-  figure ("-": not checked; "a|b": either); under a row that reproduces another client, what
+  figure ("any": not checked; "a|b": either); under a row that reproduces another client, what
   retrystack's defaults do in the same scenario. -wide prints it all on one line, with the preset
   and the stack.`
 
-// printTable prints the rows grouped by the part of their id before "/",
-// each group under a line saying what it is, each row with its check
-// mark and, indented below it, its setup and expected figures (within 120
-// columns); then the notes, the legend and a summary line. wide prints
+// printTable prints the legend, then the rows grouped by the part of their
+// id before "/", each group under a line saying what it is, each row with
+// its check mark and, indented below it, its setup and expected figures
+// (within 120 columns); then the notes and a summary line. wide prints
 // every column on one line instead.
 func printTable(w io.Writer, rows []row, experiment, wide bool) error {
 	if wide {
 		return printWide(w, rows, experiment)
 	}
+	// The legend first: a reader meets the notation before the rows.
+	fmt.Fprintf(w, "%s\n\n", legend)
 	// The columns are aligned across every row, the detail lines between
 	// them: widths first.
 	type cells struct{ id, server, result, stop, waits string }
@@ -163,7 +166,11 @@ func printTable(w io.Writer, rows []row, experiment, wide bool) error {
 	width := cells{"ID", "SERVER", "RESULT", "STOP", "WAITS"}
 	wid := [5]int{}
 	for i, r := range rows {
-		cs[i] = cells{r.sc.id, clip(runs(r.got.ServerRequests), 16), r.got.Result, dash(r.got.Stop), clip(dash(runs(r.got.PlannedWaitsMS)), 12)}
+		waits := runs(r.got.PlannedWaitsMS)
+		if waits == "" {
+			waits = "none"
+		}
+		cs[i] = cells{r.sc.id, clip(runs(r.got.ServerRequests), 16), r.got.Result, dash(r.got.Stop), clip(waits, 12)}
 		for j, c := range [5]string{cs[i].id, cs[i].server, cs[i].result, cs[i].stop, cs[i].waits} {
 			wid[j] = max(wid[j], len([]rune(c)))
 		}
@@ -214,7 +221,7 @@ func printTable(w io.Writer, rows []row, experiment, wide bool) error {
 			}
 		}
 	}
-	return finish(w, rows, notes, ok, experiment, legend)
+	return finish(w, rows, notes, ok, experiment, "") // the legend came first
 }
 
 // printWide is the table on one line per row, every column.
@@ -311,8 +318,18 @@ func runs[T int | int64](xs []T) string {
 
 // String prints an expectation as the table's SEED FIGURE: server
 // requests, result and stop reason, in the acceptance table's notation.
+// String is the expected figures as the table prints them: "any" where
+// a figure is not checked ("-" in scenarios.tsv), so that it never reads
+// as "none".
 func (e expect) String() string {
-	return compactRuns(e.requests) + " " + e.result + " " + e.stop
+	return anyIfDash(compactRuns(e.requests)) + " " + anyIfDash(e.result) + " " + anyIfDash(e.stop)
+}
+
+func anyIfDash(s string) string {
+	if s == "-" {
+		return "any"
+	}
+	return s
 }
 
 // compactRuns shortens a long comma list of numbers as runs does.
