@@ -323,6 +323,10 @@ func TestWide(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "PRESET") || !strings.Contains(out, "SEED FIGURE") || !strings.Contains(out, "reqwest-default  redirect → cookies → retry → transport") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
+	// reqwest's default retries no status; retrystack's retries the 503.
+	if !strings.Contains(out, "RETRYSTACK'S DEFAULTS") || !strings.Contains(out, "3 requests, 503, attempts-exhausted") {
+		t.Errorf("-wide lacks retrystack's defaults beside the row:\n%s", out)
+	}
 }
 
 func scenarioByID(id string) *scenario {

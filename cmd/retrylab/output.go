@@ -235,7 +235,7 @@ func printWide(w io.Writer, rows []row, experiment bool) error {
 				fmt.Fprintln(tw)
 			}
 			group = g
-			fmt.Fprintln(tw, "ID\tPRESET\tSTACK\tSERVER\tRESULT\tSTOP\tWAITS ms\tEXTRA\tSEED FIGURE\tCHECK")
+			fmt.Fprintln(tw, "ID\tPRESET\tSTACK\tSERVER\tRESULT\tSTOP\tWAITS ms\tEXTRA\tSEED FIGURE\tCHECK\tRETRYSTACK'S DEFAULTS")
 		}
 		check := "✓"
 		if len(r.deviations) > 0 {
@@ -247,9 +247,16 @@ func printWide(w io.Writer, rows []row, experiment bool) error {
 			notes = append(notes, r.sc.note)
 			check += fmt.Sprintf(" [%d]", len(notes))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+		waits, ours := runs(r.got.PlannedWaitsMS), "-"
+		if waits == "" {
+			waits = "none"
+		}
+		if r.ours != nil {
+			ours = strings.TrimPrefix(oursLine(r.ours), "retrystack's defaults: ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.sc.id, r.preset, r.stack, runs(r.got.ServerRequests), r.got.Result,
-			dash(r.got.Stop), dash(runs(r.got.PlannedWaitsMS)), dash(extra(r.got.Extra)), r.sc.want, check)
+			dash(r.got.Stop), waits, dash(extra(r.got.Extra)), r.sc.want, check, ours)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
