@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -325,7 +326,7 @@ func (r *recorder) WriteHeader(code int) {
 	case r.sent:
 		r.w.WriteHeader(code) // net/http's own warnings for a late call
 	case code < 200: // informational: it goes out at once, with the header as it is now
-		copyHeader(r.w.Header(), r.header)
+		maps.Copy(r.w.Header(), r.header)
 		r.w.WriteHeader(code)
 		clear(r.w.Header()) // the final answer sends the handler's header as it will be then
 	case !r.wrote:
@@ -373,7 +374,7 @@ func (r *recorder) stream() {
 		// headers, as they are kept for replays.
 		untrail(r.header)
 	}
-	copyHeader(r.w.Header(), r.header)
+	maps.Copy(r.w.Header(), r.header)
 	r.w.WriteHeader(r.status)
 	if r.body.Len() > 0 {
 		r.w.Write(r.body.Bytes())
@@ -441,10 +442,4 @@ func untrail(h http.Header) {
 		}
 	}
 	h.Del("Trailer")
-}
-
-func copyHeader(dst, src http.Header) {
-	for k, v := range src {
-		dst[k] = v
-	}
 }
