@@ -2,12 +2,9 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"regexp"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrystack/retrystack/idempotency"
+	"github.com/retrystack/retrystack/internal/storekit"
 )
 
 // Store keeps idempotency keys in a table of a PostgreSQL database. It is
@@ -92,9 +90,7 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 
 // Begin claims key, then opens the transaction the handler writes in.
 func (s *Store) Begin(ctx context.Context, key, fp string, lease time.Duration) (idempotency.Claim, *idempotency.Record, error) {
-	var t [16]byte
-	rand.Read(t[:])
-	token := hex.EncodeToString(t[:])
+	token := storekit.Token()
 	for range 3 { // a key claimed, then released, between the read and the claim is read again
 		// A read first: a replay, or a request meeting one in flight,
 		// writes nothing (no commit to wait for).
@@ -128,7 +124,7 @@ func (s *Store) Begin(ctx context.Context, key, fp string, lease time.Duration) 
 				if err := json.Unmarshal(header, &enc); err != nil {
 					return nil, nil, fmt.Errorf("idempotency/postgres: the record of key %q: %w", key, err)
 				}
-				rec.Header = decodeHeader(enc)
+				rec.Header = storekit.DecodeHeader(enc)
 			}
 			return nil, rec, nil
 		}
@@ -214,7 +210,7 @@ func (c *claim) Complete(ctx context.Context, rec *idempotency.Record, keep time
 		c.tx.Tx.Rollback(ctx)
 		return c.drop(ctx)
 	}
-	header, _ := json.Marshal(encodeHeader(rec.Header))
+	header, _ := json.Marshal(storekit.EncodeHeader(rec.Header))
 	tag, err := c.tx.Tx.Exec(ctx, c.s.sql.complete, c.key, c.fp, c.token, max(keep.Milliseconds(), 1), rec.Status, header, rec.Body, rec.BodyKept)
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "25P02" {
 		// A statement of the handler's failed, which aborted the
@@ -265,26 +261,4 @@ func (c *claim) drop(ctx context.Context) error {
 		return fmt.Errorf("idempotency/postgres: %w", err)
 	}
 	return nil
-}
-
-// encodeHeader keeps a header's values as bytes: JSON strings would turn
-// bytes that are not UTF-8 (a Latin-1 filename) into U+FFFD.
-func encodeHeader(h http.Header) map[string][][]byte {
-	enc := make(map[string][][]byte, len(h))
-	for k, vs := range h {
-		for _, v := range vs {
-			enc[k] = append(enc[k], []byte(v))
-		}
-	}
-	return enc
-}
-
-func decodeHeader(enc map[string][][]byte) http.Header {
-	h := make(http.Header, len(enc))
-	for k, vs := range enc {
-		for _, v := range vs {
-			h[k] = append(h[k], string(v))
-		}
-	}
-	return h
 }

@@ -2,16 +2,14 @@ package redis
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/retrystack/retrystack/idempotency"
+	"github.com/retrystack/retrystack/internal/storekit"
 )
 
 // Store keeps idempotency keys in Redis. It is safe for concurrent use.
@@ -67,9 +65,7 @@ return 0
 `)
 
 func (s *Store) Begin(ctx context.Context, key, fp string, lease time.Duration) (idempotency.Claim, *idempotency.Record, error) {
-	var t [16]byte
-	rand.Read(t[:])
-	c := &claim{s: s, key: s.prefix + key, fp: fp, token: hex.EncodeToString(t[:])}
+	c := &claim{s: s, key: s.prefix + key, fp: fp, token: storekit.Token()}
 	v, _ := json.Marshal(value{FP: fp, Token: c.token})
 	res, err := begin.Run(ctx, s.c, []string{c.key}, v, max(lease.Milliseconds(), 1)).Text()
 	if errors.Is(err, goredis.Nil) {
@@ -88,13 +84,7 @@ func (s *Store) Begin(ctx context.Context, key, fp string, lease time.Duration) 
 	case !held.Done:
 		return nil, nil, idempotency.ErrInFlight
 	}
-	h := make(http.Header, len(held.Header))
-	for k, vs := range held.Header {
-		for _, v := range vs {
-			h[k] = append(h[k], string(v))
-		}
-	}
-	return nil, &idempotency.Record{Status: held.Status, Header: h, Body: held.Body, BodyKept: held.BodyKept}, nil
+	return nil, &idempotency.Record{Status: held.Status, Header: storekit.DecodeHeader(held.Header), Body: held.Body, BodyKept: held.BodyKept}, nil
 }
 
 // claim is a request's hold on its key, named by a random token.
@@ -106,13 +96,7 @@ type claim struct {
 func (c *claim) Context(ctx context.Context) context.Context { return ctx }
 
 func (c *claim) Complete(ctx context.Context, rec *idempotency.Record, keep time.Duration) error {
-	h := make(map[string][][]byte, len(rec.Header))
-	for k, vs := range rec.Header {
-		for _, v := range vs {
-			h[k] = append(h[k], []byte(v))
-		}
-	}
-	done, _ := json.Marshal(value{FP: c.fp, Token: c.token, Done: true, Status: rec.Status, Header: h, Body: rec.Body, BodyKept: rec.BodyKept})
+	done, _ := json.Marshal(value{FP: c.fp, Token: c.token, Done: true, Status: rec.Status, Header: storekit.EncodeHeader(rec.Header), Body: rec.Body, BodyKept: rec.BodyKept})
 	n, err := complete.Run(ctx, c.s.c, []string{c.key}, done, c.token, max(keep.Milliseconds(), 1)).Int()
 	switch {
 	case err != nil:
