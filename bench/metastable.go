@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"context"
-	"io"
 	"net/http"
 	"time"
 
@@ -82,34 +80,9 @@ var Overloaders = []Overloader{
 		return failsafehttp.NewRoundTripper(svc, rp, cb, timeout.New[*http.Response](to)), nil
 	}},
 	{"retry-go", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
-		return &retryGo{next: timeoutEach{svc, to}}, nil
+		return &retryGo{next: overload.AttemptTimeout(svc, to)}, nil
 	}},
 }
-
-// timeoutEach gives each attempt its own timeout, as the peers without a
-// timeout of their own get it from the client under them.
-type timeoutEach struct {
-	next    http.RoundTripper
-	timeout time.Duration
-}
-
-func (t timeoutEach) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
-	resp, err := t.next.RoundTrip(req.WithContext(ctx))
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	resp.Body = cancelBody{resp.Body, cancel}
-	return resp, nil
-}
-
-type cancelBody struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (b cancelBody) Close() error { err := b.ReadCloser.Close(); b.cancel(); return err }
 
 // Metastable runs the experiment with lib's client.
 func Metastable(lib Overloader, e overload.Experiment) (overload.Result, error) {

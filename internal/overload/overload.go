@@ -139,31 +139,46 @@ func (s *Service) Wasted() int64   { return s.wasted.Load() }
 // and a failed one is retried at once, up to retries times, with no
 // budget.
 func Naive(next http.RoundTripper, timeout time.Duration, retries int) http.RoundTripper {
-	return naive{next, timeout, retries}
+	return naive{AttemptTimeout(next, timeout), retries}
 }
 
 type naive struct {
 	next    http.RoundTripper
-	timeout time.Duration
 	retries int
 }
 
 func (n naive) RoundTrip(req *http.Request) (*http.Response, error) {
 	var err error
 	for range n.retries + 1 {
-		ctx, cancel := context.WithTimeout(req.Context(), n.timeout)
 		var resp *http.Response
-		resp, err = n.next.RoundTrip(req.WithContext(ctx))
-		if err == nil {
-			resp.Body = cancelOnClose{resp.Body, cancel}
-			return resp, nil
-		}
-		cancel()
-		if req.Context().Err() != nil {
-			return nil, err
+		if resp, err = n.next.RoundTrip(req); err == nil || req.Context().Err() != nil {
+			return resp, err
 		}
 	}
 	return nil, err
+}
+
+// AttemptTimeout gives each request through next a timeout of its own,
+// which ends once its body is closed: the experiment's attempt timeout,
+// for a client without one.
+func AttemptTimeout(next http.RoundTripper, timeout time.Duration) http.RoundTripper {
+	return attemptTimeout{next, timeout}
+}
+
+type attemptTimeout struct {
+	next    http.RoundTripper
+	timeout time.Duration
+}
+
+func (t attemptTimeout) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelOnClose{resp.Body, cancel}
+	return resp, nil
 }
 
 type cancelOnClose struct {
