@@ -39,6 +39,7 @@ var chainRows = []scenario{
 	},
 	{
 		id:     "chain/deadline-propagated",
+		alone:  true,
 		setup:  "the same; the caller's deadline is 1 s, S3 takes 400 ms and then answers 503; the time left travels with each request. bottom_after_deadline: S3's requests started after the caller's deadline",
 		preset: "default", tune: fixedRand(0.5), engine: signalsToChain,
 		run: func(t *trial) {
@@ -48,6 +49,7 @@ var chainRows = []scenario{
 	},
 	{
 		id:     "chain/storm",
+		alone:  true,
 		setup:  "the same, S3 always 503; 1000 GETs from the caller, 50 at a time. bottom_per_op: S3's requests per caller GET",
 		preset: "default", engine: signalsToChain,
 		run:  func(t *trial) { t.chain(chainSpec{inbound: true, ops: 1000, parallel: 50}) },

@@ -14,6 +14,7 @@ import (
 var hedgeRows = []scenario{
 	{
 		id:     "hedge/slow-tail",
+		alone:  true,
 		setup:  "hedging layer inside the retry layer, one hedge after 50 ms; every 10th request takes 300 ms, the others 5 ms; 200 sequential GETs (SERVER: all they sent). p99_ms: the 99th percentile latency; extra_load_pct: requests beyond 200, in per cent",
 		preset: "default", stack: []string{"redirect", "cookies", "retry", "hedge"},
 		hedge: hedge.Config{Delay: 50 * time.Millisecond},

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/retrystack/retrystack/breaker"
@@ -42,6 +43,7 @@ type scenario struct {
 	hedge     hedge.Config                 // the "hedge" layer's
 	throttle  func(*trial) throttle.Config // the "throttle" layer's; nil: throttle.Config{}
 	run       func(t *trial)
+	alone     bool // runs with no other row at once: it measures load or timing
 	want      expect
 	note      string // why the row differs from the seed system, if it does
 }
@@ -201,14 +203,15 @@ func selectScenarios(re *regexp.Regexp) []scenario {
 	return out
 }
 
-// runAll runs the scenarios one after the other against one HTTP/1.1 fault
-// server (each scenario under its own key) and fresh h2c servers.
+// lanes is how many rows run at once. The rows mostly wait (backoffs,
+// timeouts, slow servers), so four share two cores; the rows marked alone
+// run afterwards, one at a time.
+const lanes = 4
+
+// runAll runs the scenarios, lanes at a time, each lane with its own
+// HTTP/1.1 fault server (a row counts its requests once its server is
+// idle) and each scenario under its own key; h2c servers are per row.
 func runAll(ctx context.Context, selected []scenario, opts options) ([]row, error) {
-	srv, err := faultserver.New()
-	if err != nil {
-		return nil, err
-	}
-	defer srv.Close()
 	var tel *telemetry.Telemetry
 	if opts.otlp != "" {
 		if exportTraces == nil {
@@ -223,23 +226,60 @@ func runAll(ctx context.Context, selected []scenario, opts options) ([]row, erro
 			return nil, err
 		}
 	}
-	rows := make([]row, 0, len(selected))
-	for _, sc := range selected {
-		r, err := runOne(ctx, srv, tel, sc, opts)
+	servers := make([]*faultserver.Server, lanes)
+	for i := range servers {
+		srv, err := faultserver.New()
 		if err != nil {
-			// A row that cannot run is a deviation, not the end of the run.
-			r = row{sc: sc, preset: opts.preset, got: figures{Result: "-", PlannedWaitsMS: []int64{}, Extra: map[string]string{}},
-				deviations: []string{"cannot run: " + err.Error()}}
+			return nil, err
 		}
-		if reproduces(sc) && !opts.experimentMode {
-			// Not traced: -otlp exports each row as its one trace.
-			if o, err := runOne(ctx, srv, nil, ourVersion(sc), opts); err == nil {
-				r.ours = &o.got
+		defer srv.Close()
+		servers[i] = srv
+	}
+	rows := make([]row, len(selected))
+	var together, alone []int
+	for i, sc := range selected {
+		if sc.alone {
+			alone = append(alone, i)
+		} else {
+			together = append(together, i)
+		}
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		wg.Go(func() {
+			for i := range next {
+				rows[i] = runRow(ctx, srv, tel, selected[i], opts)
 			}
-		}
-		rows = append(rows, r)
+		})
+	}
+	for _, i := range together {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, i := range alone {
+		rows[i] = runRow(ctx, servers[0], tel, selected[i], opts)
 	}
 	return rows, nil
+}
+
+// runRow runs sc, and for a row that reproduces another system, the same
+// scenario under retrystack's defaults.
+func runRow(ctx context.Context, srv *faultserver.Server, tel *telemetry.Telemetry, sc scenario, opts options) row {
+	r, err := runOne(ctx, srv, tel, sc, opts)
+	if err != nil {
+		// A row that cannot run is a deviation, not the end of the run.
+		r = row{sc: sc, preset: opts.preset, got: figures{Result: "-", PlannedWaitsMS: []int64{}, Extra: map[string]string{}},
+			deviations: []string{"cannot run: " + err.Error()}}
+	}
+	if reproduces(sc) && !opts.experimentMode {
+		// Not traced: -otlp exports each row as its one trace.
+		if o, err := runOne(ctx, srv, nil, ourVersion(sc), opts); err == nil {
+			r.ours = &o.got
+		}
+	}
+	return r
 }
 
 // exportTraces makes the tracer provider of -otlp; nil unless the lab is

@@ -39,6 +39,7 @@ const (
 var overloadRows = []scenario{
 	{
 		id:     "overload/metastable-naive",
+		alone:  true,
 		setup:  "an in-process service of fixed capacity (150 workers of 150 ms; it finishes work whose caller gave up) under an open load at 60 % of it (600 operations a second, one client); a trigger drops capacity to 40 % for 1 s; the clients time out after 500 ms and retry 4 times at once, no budget. goodput_after_pct: the share of operations that succeed in the 3 s after the trigger ends",
 		preset: "none",
 		run: func(t *trial) {
@@ -54,6 +55,7 @@ var overloadRows = []scenario{
 	},
 	{
 		id:     "overload/metastable-default",
+		alone:  true,
 		setup:  "the same with retrystack's defaults in the clients (the retry layer, policy.Default() with AttemptTimeout 500 ms). recovered_ms: from the trigger's end until 90 % of operations succeed again, for good",
 		preset: "default", tune: func(p *policy.Policy) { p.AttemptTimeout = attemptTime },
 		run: func(t *trial) {
@@ -76,6 +78,7 @@ var overloadRows = []scenario{
 	},
 	{
 		id:     "overload/throttle-sheds-locally",
+		alone:  true,
 		setup:  "adaptive client-side throttling (package throttle, K = 2) inside the default retry layer; a service that answers 90 % of requests 503 for 10 s (a clock the row moves 10 ms per operation); 1000 GETs, 50 at a time. server_share: the requests the service received per operation started",
 		preset: "default", stack: []string{"redirect", "cookies", "retry", "throttle"},
 		tune: func(p *policy.Policy) { p.Backoff = policy.Backoff{Base: time.Millisecond, Cap: 5 * time.Millisecond} },
