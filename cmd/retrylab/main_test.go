@@ -43,6 +43,17 @@ func TestDefaultRunReproducesEveryRow(t *testing.T) {
 	if !strings.Contains(out, "seed000 — reqwest 0.13.5's retry module (Rust)") || !strings.Contains(out, "SERVER: the requests the server saw") {
 		t.Error("the table lacks its group lines or its legend")
 	}
+	// The headlines first, with this run's figures, then the legend, then the rows.
+	summary, legendAt, rowsAt := strings.Index(out, "At a glance"), strings.Index(out, "SERVER: the requests"), strings.Index(out, "seed000 — ")
+	if summary != 0 || legendAt < summary || rowsAt < legendAt {
+		t.Errorf("summary at %d, legend at %d, rows at %d: want them in this order, the summary first", summary, legendAt, rowsAt)
+	}
+	for _, h := range []string{"sends it 3 times, 3 orders written", "sends it once, 1 order written", `"lb=node-2; session=abc"`,
+		"3003 requests for 3 GETs", "S3 sees 27 requests for one GET", "S3 sees 3\n", "0 % of operations succeed"} {
+		if !strings.Contains(out[:legendAt], h) {
+			t.Errorf("the summary lacks %q", h)
+		}
+	}
 	// A reproduction of another client's pitfall shows retrystack's
 	// defaults beside it: reqwest's 3 POSTs and 3 orders, then ours.
 	if !strings.Contains(out, "retrystack's defaults: 1 request, 503, not-idempotent; orders_written=1") {
@@ -336,4 +347,34 @@ func scenarioByID(id string) *scenario {
 		}
 	}
 	return nil
+}
+
+// A headline stands on rows that ran and reproduced: one whose row
+// deviates, or did not run, is left out rather than told with a wrong figure.
+func TestSummaryLeavesOutWhatDidNotReproduce(t *testing.T) {
+	byID := map[string]scenario{}
+	for _, sc := range scenarios {
+		byID[sc.id] = sc
+	}
+	chain := func(deviations ...string) []row {
+		return []row{
+			{sc: byID["chain/naive-3-layers"], got: figures{ServerRequests: []int{3, 9, 27}}, deviations: deviations},
+			{sc: byID["chain/one-layer-retries"], got: figures{ServerRequests: []int{1, 1, 3}}},
+		}
+	}
+	var buf bytes.Buffer
+	printSummary(&buf, chain())
+	if !strings.Contains(buf.String(), "S3 sees 27 requests for one GET") || strings.Contains(buf.String(), "a POST meets a 503") {
+		t.Errorf("with the chain rows alone:\n%s", buf.String())
+	}
+	buf.Reset()
+	printSummary(&buf, chain("server_requests 3,9,26, want 3,9,27"))
+	if buf.Len() != 0 {
+		t.Errorf("a headline over a deviating row:\n%s", buf.String())
+	}
+	buf.Reset()
+	printSummary(&buf, []row{{sc: byID["seed003/naive-post-orders"], got: figures{ServerRequests: []int{3}}}})
+	if buf.Len() != 0 {
+		t.Errorf("a headline without retrystack's side of it:\n%s", buf.String())
+	}
 }

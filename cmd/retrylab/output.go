@@ -157,7 +157,11 @@ func printTable(w io.Writer, rows []row, experiment, wide bool) error {
 	if wide {
 		return printWide(w, rows, experiment)
 	}
-	// The legend first: a reader meets the notation before the rows.
+	// The headlines, then the legend: a reader meets the point and the
+	// notation before the rows.
+	if !experiment {
+		printSummary(w, rows)
+	}
 	fmt.Fprintf(w, "%s\n\n", legend)
 	// The columns are aligned across every row, the detail lines between
 	// them: widths first.
