@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/retrystack/retrystack => ../
 
 require (
-	github.com/avast/retry-go/v4 v4.7.0
+	github.com/avast/retry-go/v5 v5.1.1
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/retrystack/retrystack v0.0.0

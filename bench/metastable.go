@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/failsafe-go/failsafe-go/budget"
-	"github.com/failsafe-go/failsafe-go/circuitbreaker"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/failsafe-go/failsafe-go/timeout"
 	"github.com/hashicorp/go-retryablehttp"
@@ -39,28 +37,22 @@ type Overloader struct {
 }
 
 // Overloaders are the clients of the experiment: naive ones, retrystack's
-// defaults and with its throttle, and each peer at its defaults and in the
-// resilient configuration its docs recommend.
+// defaults and with its throttle or breaker, and each peer at its defaults
+// and in the resilient configuration its docs recommend.
 var Overloaders = []Overloader{
 	{"naive (4 retries at once)", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
 		return overload.Naive(svc, to, 4), nil
 	}},
 	{"retrystack", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
-		p := policy.Default()
-		p.AttemptTimeout = to
-		return retrystack.NewTransport(retrystack.Config{Policy: &p, Transport: svc})
+		return retrystack.NewTransport(retrystack.Config{Policy: attemptTimeout(to), Transport: svc})
 	}},
 	{"retrystack+throttle", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
-		p := policy.Default()
-		p.AttemptTimeout = to
-		s, err := retrystack.NewStack(retrystack.Config{Policy: &p})
-		if err == nil {
-			s, err = s.InsertAfter("retry", throttle.Layer(throttle.Config{}))
-		}
-		if err != nil {
-			return nil, err
-		}
-		return s.Then(svc), nil
+		s, err := withLayer(attemptTimeout(to), throttle.Layer(throttle.Config{}))
+		return s.Then(svc), err
+	}},
+	{"retrystack+breaker", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
+		s, err := withLayer(attemptTimeout(to), retrystackBreaker())
+		return s.Then(svc), err
 	}},
 	{"go-retryablehttp", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
 		c := retryablehttp.NewClient() // RetryMax 4, backoff 1 s to 30 s: its defaults
@@ -72,16 +64,21 @@ var Overloaders = []Overloader{
 		return failsafehttp.NewRoundTripper(svc, failsafehttp.NewRetryPolicyBuilder().Build(), timeout.New[*http.Response](to)), nil
 	}},
 	{"failsafe-go (budget, breaker)", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
-		// Its README's resilient stack: a retry policy with a retry
-		// budget, a circuit breaker, a timeout per attempt.
-		rp := failsafehttp.NewRetryPolicyBuilder().WithBudget(budget.New()).Build()
-		cb := circuitbreaker.NewBuilder[*http.Response]().HandleIf(func(_ *http.Response, err error) bool { return err != nil }).
-			WithFailureThresholdRatio(5, 10).WithDelay(time.Second).Build()
-		return failsafehttp.NewRoundTripper(svc, rp, cb, timeout.New[*http.Response](to)), nil
+		return failsafeGuarded(svc, false, timeout.New[*http.Response](to)), nil
 	}},
 	{"retry-go", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
 		return &retryGo{next: overload.AttemptTimeout(svc, to)}, nil
 	}},
+	{"retry-go (throttle)", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
+		return retryGoThrottled(overload.AttemptTimeout(svc, to), false), nil
+	}},
+}
+
+// attemptTimeout is policy.Default() with a timeout per attempt.
+func attemptTimeout(to time.Duration) *policy.Policy {
+	p := policy.Default()
+	p.AttemptTimeout = to
+	return &p
 }
 
 // Metastable runs the experiment with lib's client.

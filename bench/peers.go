@@ -5,11 +5,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
-	"github.com/avast/retry-go/v4"
+	retry "github.com/avast/retry-go/v5"
+	"github.com/failsafe-go/failsafe-go"
+	"github.com/failsafe-go/failsafe-go/budget"
+	"github.com/failsafe-go/failsafe-go/circuitbreaker"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/retrystack/retrystack"
+	"github.com/retrystack/retrystack/breaker"
+	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/telemetry"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -17,10 +23,15 @@ import (
 )
 
 // A Lib builds a client of one library over a transport, at the library's
-// defaults but for what Mode changes.
+// defaults but for what Mode changes, or in the resilient configuration its
+// docs recommend (Guarded).
 type Lib struct {
 	Name string
 	New  func(tr http.RoundTripper, m Mode) (*http.Client, error)
+	// Guarded: a retry budget, throttle or circuit breaker the library
+	// ships is on. Such a client refuses the retry path's measurement
+	// (three sends an operation, two failing), so it is left out of it.
+	Guarded bool
 }
 
 // Mode is what a measurement changes in the libraries' defaults.
@@ -37,22 +48,28 @@ type Mode struct {
 // recording is a tracer provider that samples every span and exports none.
 var recording = sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
 
-// Libs are the peers, in the order they print.
+// Libs are the peers, in the order they print: each at its defaults, and
+// retrystack, failsafe-go and retry-go also guarded by what they ship
+// (go-retryablehttp ships no budget, throttle or breaker).
 var Libs = []Lib{
-	{"net/http", func(tr http.RoundTripper, _ Mode) (*http.Client, error) {
+	{Name: "net/http", New: func(tr http.RoundTripper, _ Mode) (*http.Client, error) {
 		return &http.Client{Transport: tr}, nil
 	}},
-	{"retrystack", func(tr http.RoundTripper, m Mode) (*http.Client, error) {
+	{Name: "retrystack", New: func(tr http.RoundTripper, m Mode) (*http.Client, error) {
 		return retrystack.NewClient(retrystack.Config{Policy: defaultPolicy(m), Transport: tr})
 	}},
-	{"retrystack+otel", func(tr http.RoundTripper, m Mode) (*http.Client, error) {
+	{Name: "retrystack+otel", New: func(tr http.RoundTripper, m Mode) (*http.Client, error) {
 		tel, err := telemetry.New(telemetry.Config{TracerProvider: recording})
 		if err != nil {
 			return nil, err
 		}
 		return retrystack.NewClient(retrystack.Config{Policy: defaultPolicy(m), Transport: tr, Telemetry: tel})
 	}},
-	{"go-retryablehttp", func(tr http.RoundTripper, m Mode) (*http.Client, error) {
+	{Name: "retrystack+breaker", Guarded: true, New: func(tr http.RoundTripper, m Mode) (*http.Client, error) {
+		s, err := withLayer(defaultPolicy(m), retrystackBreaker())
+		return retrystack.Client(s, tr), err
+	}},
+	{Name: "go-retryablehttp", New: func(tr http.RoundTripper, m Mode) (*http.Client, error) {
 		c := retryablehttp.NewClient()
 		c.HTTPClient = &http.Client{Transport: tr}
 		c.Logger = nil // it logs every attempt to stderr by default
@@ -61,19 +78,66 @@ var Libs = []Lib{
 		}
 		return c.StandardClient(), nil
 	}},
-	{"failsafe-go", func(tr http.RoundTripper, m Mode) (*http.Client, error) {
+	{Name: "failsafe-go", New: func(tr http.RoundTripper, m Mode) (*http.Client, error) {
 		b := failsafehttp.NewRetryPolicyBuilder()
 		if m.ZeroWait {
 			b = b.WithDelay(0)
 		}
 		return &http.Client{Transport: failsafehttp.NewRoundTripper(tr, b.Build())}, nil
 	}},
-	{"retry-go", func(tr http.RoundTripper, m Mode) (*http.Client, error) {
+	{Name: "failsafe-go (budget, breaker)", Guarded: true, New: func(tr http.RoundTripper, m Mode) (*http.Client, error) {
+		return &http.Client{Transport: failsafeGuarded(tr, m.ZeroWait)}, nil
+	}},
+	{Name: "retry-go", New: func(tr http.RoundTripper, m Mode) (*http.Client, error) {
 		return &http.Client{Transport: &retryGo{next: tr, zeroWait: m.ZeroWait}}, nil
 	}},
-	{"otelhttp", func(tr http.RoundTripper, _ Mode) (*http.Client, error) {
+	{Name: "retry-go (throttle)", Guarded: true, New: func(tr http.RoundTripper, m Mode) (*http.Client, error) {
+		return &http.Client{Transport: retryGoThrottled(tr, m.ZeroWait)}, nil
+	}},
+	{Name: "otelhttp", New: func(tr http.RoundTripper, _ Mode) (*http.Client, error) {
 		return &http.Client{Transport: otelhttp.NewTransport(tr, otelhttp.WithTracerProvider(recording))}, nil
 	}},
+}
+
+// withLayer is retrystack's default stack with l inside the retry layer.
+func withLayer(p *policy.Policy, l middleware.Layer) (middleware.Stack, error) {
+	s, err := retrystack.NewStack(retrystack.Config{Policy: p})
+	if err != nil {
+		return s, err
+	}
+	return s.InsertAfter("retry", l)
+}
+
+// retrystackBreaker is breaker.Layer inside the retry layer, where it
+// counts attempts as failsafe-go's does below: 5 consecutive failures open
+// a host's circuit, for 1 s as failsafe-go's (the default, 5 s, turns the
+// metastable experiment's 1 s trigger into 5 s of refusals).
+func retrystackBreaker() middleware.Layer {
+	return breaker.Layer(breaker.Config{OpenFor: time.Second})
+}
+
+// failsafeGuarded is failsafe-go's resilient HTTP client as its docs
+// compose one: a retry policy with a retry budget (at most 20 % of the
+// executions in flight may be retries), around a circuit breaker that
+// opens when 5 of the last 10 attempts failed (an error or a 5xx) and
+// lets a trial through after 1 s, around the given inner policies (a
+// timeout per attempt, say).
+func failsafeGuarded(tr http.RoundTripper, zeroWait bool, inner ...failsafe.Policy[*http.Response]) http.RoundTripper {
+	b := failsafehttp.NewRetryPolicyBuilder().WithBudget(budget.New())
+	if zeroWait {
+		b = b.WithDelay(0)
+	}
+	cb := circuitbreaker.NewBuilder[*http.Response]().
+		HandleIf(func(r *http.Response, err error) bool { return err != nil || r.StatusCode >= 500 }).
+		WithFailureThresholdRatio(5, 10).WithDelay(time.Second).Build()
+	return failsafehttp.NewRoundTripper(tr, append([]failsafe.Policy[*http.Response]{b.Build(), cb}, inner...)...)
+}
+
+// retryGoThrottled is retry-go v5 with its token-bucket retry throttle
+// (after the AWS SDKs' retry quota: a retry takes 5 tokens of 100, a
+// success returns 1, a success after retries 5), one bucket per client.
+func retryGoThrottled(tr http.RoundTripper, zeroWait bool) http.RoundTripper {
+	return &retryGo{next: tr, zeroWait: zeroWait, throttle: retry.NewFixedTokenBucketThrottle(retry.FixedTokenBucketThrottleConfig{})}
 }
 
 func defaultPolicy(m Mode) *policy.Policy {
@@ -92,6 +156,7 @@ func defaultPolicy(m Mode) *policy.Policy {
 type retryGo struct {
 	next     http.RoundTripper
 	zeroWait bool
+	throttle retry.ThrottleManager // shared by the client's operations; nil: none
 }
 
 var errServer = errors.New("server error")
@@ -101,8 +166,11 @@ func (r *retryGo) RoundTrip(req *http.Request) (*http.Response, error) {
 	if r.zeroWait {
 		opts = append(opts, retry.Delay(0), retry.MaxJitter(0), retry.DelayType(retry.FixedDelay))
 	}
+	if r.throttle != nil {
+		opts = append(opts, retry.WithThrottle(r.throttle))
+	}
 	var last *http.Response
-	err := retry.Do(func() error {
+	err := retry.New(opts...).Do(func() error {
 		attempt := req
 		if last != nil && req.GetBody != nil {
 			body, err := req.GetBody()
@@ -126,7 +194,7 @@ func (r *retryGo) RoundTrip(req *http.Request) (*http.Response, error) {
 			return fmt.Errorf("%w: %d", errServer, resp.StatusCode)
 		}
 		return nil
-	}, opts...)
+	})
 	if last != nil && (err == nil || errors.Is(err, errServer)) {
 		return last, nil // the last response, like the others
 	}

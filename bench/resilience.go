@@ -25,8 +25,8 @@ const HedgeDelay = 50 * time.Millisecond
 // Hedgers are the clients of the slow-tail comparison: none, retrystack's
 // hedging layer inside its retry layer, failsafe-go's hedge policy.
 var Hedgers = []Lib{
-	{"net/http", func(tr http.RoundTripper, _ Mode) (*http.Client, error) { return &http.Client{Transport: tr}, nil }},
-	{"retrystack+hedge", func(tr http.RoundTripper, _ Mode) (*http.Client, error) {
+	{Name: "net/http", New: func(tr http.RoundTripper, _ Mode) (*http.Client, error) { return &http.Client{Transport: tr}, nil }},
+	{Name: "retrystack+hedge", New: func(tr http.RoundTripper, _ Mode) (*http.Client, error) {
 		s, err := retrystack.NewStack(retrystack.Config{})
 		if err != nil {
 			return nil, err
@@ -36,7 +36,7 @@ var Hedgers = []Lib{
 		}
 		return retrystack.Client(s, tr), nil
 	}},
-	{"failsafe-go", func(tr http.RoundTripper, _ Mode) (*http.Client, error) {
+	{Name: "failsafe-go", New: func(tr http.RoundTripper, _ Mode) (*http.Client, error) {
 		return &http.Client{Transport: failsafehttp.NewRoundTripper(tr, hedgepolicy.NewWithDelay[*http.Response](HedgeDelay))}, nil
 	}},
 }

@@ -14,7 +14,7 @@ import (
 // trigger shaded: from 1 s to 2 s, in buckets of 100 ms.
 func metastable(r io.Reader, w io.Writer) error {
 	var all []series
-	colors := []string{"#c0392b", "#2e86c1", "#1e8449", "#d68910", "#7d3c98", "#17a589", "#566573", "#a04000"}
+	colors := []string{"#c0392b", "#2e86c1", "#1e8449", "#d68910", "#7d3c98", "#17a589", "#566573", "#a04000", "#f1c40f", "#85929e"}
 	err := lines(r, func(o map[string]json.RawMessage) error {
 		var name, lib string
 		var goodput []float64

@@ -145,7 +145,13 @@ type panel struct {
 
 // draw writes horizontal grouped bar charts, one panel under another.
 func draw(w io.Writer, title string, panels []panel) error {
-	const width, left, barH, gap = 760, 130, 18, 10
+	const width, barH, gap = 760, 18, 10
+	left := 130 // room for the labels: about 7 px a character at 12 px
+	for _, p := range panels {
+		for _, l := range p.labels {
+			left = max(left, 7*len([]rune(l))+20)
+		}
+	}
 	var b strings.Builder
 	y := 40
 	for _, p := range panels {
