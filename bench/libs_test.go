@@ -1,0 +1,56 @@
+package bench
+
+import (
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/retrystack/retrystack/internal/faultserver"
+)
+
+// Every client the comparisons build, at its defaults and guarded, makes a
+// GET through a real transport: a configuration that cannot be built or
+// does not send would otherwise show only as a missing row.
+func TestEveryClientSends(t *testing.T) {
+	srv, err := faultserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	get := func(t *testing.T, c *http.Client) {
+		t.Helper()
+		resp, err := c.Get(srv.URL() + "/s/200?size=64")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || n != 64 {
+			t.Fatalf("status %d, %d bytes", resp.StatusCode, n)
+		}
+		c.CloseIdleConnections()
+	}
+	for _, set := range [][]Lib{Libs, Hedgers} {
+		for _, lib := range set {
+			t.Run(lib.Name, func(t *testing.T) {
+				c, err := lib.New(&http.Transport{}, Mode{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				get(t, c)
+			})
+		}
+	}
+	for _, o := range Overloaders {
+		t.Run("metastable/"+o.Name, func(t *testing.T) {
+			tr := &http.Transport{}
+			rt, err := o.New(tr, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			get(t, &http.Client{Transport: rt})
+			tr.CloseIdleConnections()
+		})
+	}
+}
