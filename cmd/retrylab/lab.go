@@ -45,7 +45,11 @@ type scenario struct {
 	run       func(t *trial)
 	alone     bool // runs with no other row at once: it measures load or timing
 	want      expect
-	note      string // why the row differs from the seed system, if it does
+	// wantOurs, for a row that reproduces another system, is what
+	// retrystack's defaults must do in the same scenario, where the
+	// lab's opening screen tells it; nil: shown, not checked.
+	wantOurs *expect
+	note     string // why the row differs from the seed system, if it does
 }
 
 // expect is a row's expected figures in the notation of scenarios.tsv:
@@ -275,7 +279,14 @@ func runRow(ctx context.Context, srv *faultserver.Server, tel *telemetry.Telemet
 	}
 	if reproduces(sc) && !opts.experimentMode {
 		// Not traced: -otlp exports each row as its one trace.
-		if o, err := runOne(ctx, srv, nil, ourVersion(sc), opts); err == nil {
+		o, err := runOne(ctx, srv, nil, ourVersion(sc), opts)
+		switch {
+		case err != nil:
+			r.deviations = append(r.deviations, "retrystack's defaults cannot run: "+err.Error())
+		case sc.wantOurs != nil:
+			r.deviations = append(r.deviations, prefixed("retrystack's defaults: ", compare(*sc.wantOurs, o.got))...)
+			fallthrough
+		default:
 			r.ours = &o.got
 		}
 	}

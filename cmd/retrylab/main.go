@@ -8,7 +8,9 @@
 //	retrylab [-list] [-run REGEX] [-json] [-wide] [-stack a,b,c] [-preset NAME] [-otlp URL]
 //
 // With no flags it runs every row of the acceptance table, each on a fresh
-// client, and prints them grouped by source system, each with what it
+// client, four at a time, and prints a screen of headline contrasts (what
+// a source system does beside what retrystack does, from the run's rows),
+// then the rows grouped by source system, each with what it
 // sets up and the figure it expects under the one it measured, within 120
 // columns (-wide: one line a row). -json prints one JSON object per
 // scenario and line instead. -stack and -preset
@@ -125,7 +127,10 @@ const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-wide] [-stack a,b,
                  exporter, left out of the default build to keep it fast:
                  go run -tags otlp ./cmd/retrylab -otlp URL
 
-The table: ` + legend + `
+The table opens with a screen of headline contrasts, each from rows of the
+run (left out when one of them did not run or deviates), then the legend:
+
+` + legend + `
 
 Rows run under -stack or -preset are experiments: they are compared with
 the expected figures, but a difference does not fail the run.

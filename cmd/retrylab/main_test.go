@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/retrystack/retrystack/internal/faultserver"
 	"go.uber.org/goleak"
 )
 
@@ -49,10 +50,13 @@ func TestDefaultRunReproducesEveryRow(t *testing.T) {
 		t.Errorf("summary at %d, legend at %d, rows at %d: want them in this order, the summary first", summary, legendAt, rowsAt)
 	}
 	for _, h := range []string{"sends it 3 times, 3 orders written", "sends it once, 1 order written", `"lb=node-2; session=abc"`,
-		"3003 requests for 3 GETs", "S3 sees 27 requests for one GET", "S3 sees 3\n", "0 % of operations succeed"} {
+		"3003 requests without a budget", "9 requests: at most 3 attempts a GET", "S3 sees 27 requests for one GET", "S3 sees 3\n"} {
 		if !strings.Contains(out[:legendAt], h) {
 			t.Errorf("the summary lacks %q", h)
 		}
+	}
+	if !regexp.MustCompile(`keep it down: 1?\d % of operations succeed`).MatchString(out[:legendAt]) { // the row's limit: under 20 %
+		t.Error("the summary lacks the naive clients' goodput")
 	}
 	// A reproduction of another client's pitfall shows retrystack's
 	// defaults beside it: reqwest's 3 POSTs and 3 orders, then ours.
@@ -376,5 +380,36 @@ func TestSummaryLeavesOutWhatDidNotReproduce(t *testing.T) {
 	printSummary(&buf, []row{{sc: byID["seed003/naive-post-orders"], got: figures{ServerRequests: []int{3}}}})
 	if buf.Len() != 0 {
 		t.Errorf("a headline without retrystack's side of it:\n%s", buf.String())
+	}
+}
+
+// What retrystack's defaults do beside a reproduction is checked where the
+// opening screen tells it: a regression there is a deviation of the row,
+// not a headline told with the wrong figure.
+func TestOursIsChecked(t *testing.T) {
+	srv, err := faultserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var sc scenario
+	for _, s := range scenarios {
+		if s.id == "seed003/naive-post-orders" {
+			sc = s
+		}
+	}
+	if sc.wantOurs == nil {
+		t.Fatal("seed003/naive-post-orders has no expectation for retrystack's defaults")
+	}
+	if r := runRow(context.Background(), srv, nil, sc, options{}); len(r.deviations) != 0 || r.ours == nil {
+		t.Fatalf("as it is: deviations %q, ours %v", r.deviations, r.ours)
+	}
+	sc.wantOurs = &expect{"3", "503", "attempts-exhausted", "orders_written=3"}
+	r := runRow(context.Background(), srv, nil, sc, options{})
+	want := []string{"retrystack's defaults: server_requests 1, want 3", "retrystack's defaults: stop not-idempotent, want attempts-exhausted"}
+	for _, w := range want {
+		if !slices.Contains(r.deviations, w) {
+			t.Errorf("deviations %q lack %q", r.deviations, w)
+		}
 	}
 }

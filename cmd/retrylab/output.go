@@ -148,7 +148,8 @@ const legend = `SERVER: the requests the server saw, per operation of the row ("
   retrystack's defaults do in the same scenario. -wide prints it all on one line, with the preset
   and the stack.`
 
-// printTable prints the legend, then the rows grouped by the part of their
+// printTable prints the headline contrasts (not for experiments) and the
+// legend, then the rows grouped by the part of their
 // id before "/", each group under a line saying what it is, each row with
 // its check mark and, indented below it, its setup and expected figures
 // (within 120 columns); then the notes and a summary line. wide prints

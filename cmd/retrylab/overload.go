@@ -119,6 +119,7 @@ var overloadRows = []scenario{
 	},
 	{
 		id:     "ratelimit/pacing-next-request",
+		alone:  true, // its second request starts 20 ms after the first
 		setup:  `policy.Default(); the server answers the first GET 429 with RateLimit: "default";r=0;t=1, then 200; a second GET to the same host starts 20 ms after the first (the subject), and waits for the reset instead of meeting a 429 (policy.RetryAfter.Pace). early_requests: requests the server received while the limit was spent, the first aside`,
 		preset: "default",
 		run: func(t *trial) {

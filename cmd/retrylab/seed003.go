@@ -37,7 +37,8 @@ var seed003 = []scenario{
 		id:     "seed003/naive-post-orders",
 		setup:  "for_host + 503 classifier that ignores the method, cookies on; POST /orders (counts, then 503)",
 		preset: "reqwest-for-host", tune: naive503, run: postOrders,
-		want: expect{"3", "503", "attempts-exhausted", "orders_written=3;pitfalls=non-idempotent-retried,exhausted-retryable-status"},
+		want:     expect{"3", "503", "attempts-exhausted", "orders_written=3;pitfalls=non-idempotent-retried,exhausted-retryable-status"},
+		wantOurs: &expect{"1", "503", "not-idempotent", "orders_written=1"},
 	},
 	{
 		id:     "seed003/naive-login-then-me",

@@ -32,11 +32,14 @@ var headlines = []headline{
 	{
 		title: "a retried login's Set-Cookie",
 		rows:  []string{"seed003/naive-login-then-me", "field/cookie-under-transport"},
-		them:  "reqwest", us: "retrystack's defaults",
+		them:  "reqwest", us: "retrystack, the login keyed",
+		// retrystack's defaults do not retry an unkeyed login, and keep
+		// cookies only in a jar: the http.Client's, over NewTransport.
 		say: func(by map[string]row) (string, string) {
 			return fmt.Sprintf("drops the 503's cookie: the next request carries %q",
 					by["seed003/naive-login-then-me"].got.Extra["me_cookie"]),
-				fmt.Sprintf("keep both, also under NewTransport: %q", by["field/cookie-under-transport"].got.Extra["me_cookie"])
+				fmt.Sprintf("both reach the client's jar over NewTransport: %q",
+					by["field/cookie-under-transport"].got.Extra["me_cookie"])
 		},
 	},
 	{
@@ -45,20 +48,21 @@ var headlines = []headline{
 		them:  "reqwest", us: "retrystack's defaults",
 		say: func(by map[string]row) (string, string) {
 			r := by["seed000/forhost-503-get-503"]
-			return fmt.Sprintf("Ok(%s) after %s: a success to its caller", r.got.Result, plural(sum(r.got.ServerRequests), "request")),
-				fmt.Sprintf("the %s after %s, as net/http returns it, marked: stop %s, event %s; FailOnExhausted makes it an error",
+			return fmt.Sprintf("Ok(%s) after %s, and nothing marks it", r.got.Result, plural(sum(r.got.ServerRequests), "request")),
+				fmt.Sprintf("the %s after %s, as net/http returns it, marked: stop %s, pitfall %s; FailOnExhausted makes it an error",
 					r.ours.Result, plural(sum(r.ours.ServerRequests), "request"), r.ours.Stop, r.ours.Extra["pitfalls"])
 		},
 	},
 	{
-		title: "a server that only fails (a retry storm)",
+		title: "a server that only fails, 3 GETs (a retry storm)",
 		rows:  []string{"seed000/budget-none", "seed000/budget-default"},
 		them:  "reqwest, 1000 retries allowed", us: "retrystack's defaults",
 		say: func(by map[string]row) (string, string) {
 			none, budget := by["seed000/budget-none"], by["seed000/budget-default"]
-			return fmt.Sprintf("%s for %d GETs; %d with its default budget",
-					plural(sum(none.got.ServerRequests), "request"), len(none.got.ServerRequests), sum(budget.got.ServerRequests)),
-				fmt.Sprintf("%s (%s a GET, within its budget)", plural(sum(none.ours.ServerRequests), "request"), plural(none.ours.ServerRequests[0], "attempt"))
+			return fmt.Sprintf("%s without a budget; %d with its default budget, tower's",
+					plural(sum(none.got.ServerRequests), "request"), sum(budget.got.ServerRequests)),
+				fmt.Sprintf("%s: at most %s a GET, and the same budget beneath", plural(sum(none.ours.ServerRequests), "request"),
+					plural(none.ours.ServerRequests[0], "attempt"))
 		},
 	},
 	{
@@ -72,7 +76,7 @@ var headlines = []headline{
 		},
 	},
 	{
-		title: "a metastable failure: capacity drops to 40 % for 1 s",
+		title: "a metastable failure: capacity at 40 % for 1 s, attempts timing out after 500 ms",
 		rows:  []string{"overload/metastable-naive", "overload/metastable-default"},
 		them:  "clients retrying 4 times at once", us: "retrystack's defaults",
 		say: func(by map[string]row) (string, string) {
@@ -103,7 +107,9 @@ func printSummary(w io.Writer, rows []row) {
 			continue
 		}
 		theirs, ours := h.say(by)
-		out = append(out, fmt.Sprintf("  %s (%s)", h.title, strings.Join(h.rows, ", ")))
+		for i, l := range wrap(fmt.Sprintf("%s (%s)", h.title, strings.Join(h.rows, ", ")), 116) {
+			out = append(out, "  "+strings.Repeat("  ", min(i, 1))+l)
+		}
 		pad := max(len([]rune(h.them)), len([]rune(h.us))) + 2
 		for _, c := range [][2]string{{h.them, theirs}, {h.us, ours}} {
 			for i, l := range wrap(c[1], 112-pad) {
@@ -118,7 +124,7 @@ func printSummary(w io.Writer, rows []row) {
 	if len(out) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "At a glance, measured in this run: what a source system does, then what retrystack's defaults do.")
+	fmt.Fprintln(w, "At a glance, measured in this run: what a source system does, then what retrystack does.")
 	for _, l := range out {
 		fmt.Fprintln(w, l)
 	}
