@@ -319,7 +319,7 @@ func runOne(ctx context.Context, srv *faultserver.Server, tel *telemetry.Telemet
 		names = append(append([]string{"telemetry"}, names...), "attempt-telemetry")
 	}
 
-	t := &trial{srv: srv, tel: tel, key: sc.id, base: srv.URL(), extra: map[string]string{}}
+	t := &trial{srv: srv, tel: tel, key: sc.id, base: srv.URL(), extra: map[string]string{}, signalled: make(chan struct{})}
 	t.ctx, t.cancel = context.WithTimeout(ctx, scenarioTimeout)
 	defer t.cancel()
 	if tel != nil { // each scenario is a trace of its own
@@ -437,7 +437,13 @@ type trial struct {
 	// over is the row's stack (its preset, layers and order) over base: a
 	// service of the row's own, in process.
 	over func(base http.RoundTripper) (http.RoundTripper, error)
+	// signalled is closed by signal, which a row's hooks may call for its
+	// run to wait on an event of the client, not on a clock.
+	signalled  chan struct{}
+	signalOnce sync.Once
 }
+
+func (t *trial) signal() { t.signalOnce.Do(func() { close(t.signalled) }) }
 
 // fail records that the row could not run as set up.
 func (t *trial) fail(err error) { t.extra["cannot_run"] = err.Error() }

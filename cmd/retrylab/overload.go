@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/internal/overload"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -119,9 +120,9 @@ var overloadRows = []scenario{
 	},
 	{
 		id:     "ratelimit/pacing-next-request",
-		alone:  true, // its second request starts 20 ms after the first
-		setup:  `policy.Default(); the server answers the first GET 429 with RateLimit: "default";r=0;t=1, then 200; a second GET to the same host starts 20 ms after the first (the subject), and waits for the reset instead of meeting a 429 (policy.RetryAfter.Pace). early_requests: requests the server received while the limit was spent, the first aside`,
+		setup:  `policy.Default(); the server answers the first GET 429 with RateLimit: "default";r=0;t=1, then 200; a second GET to the same host starts once the client has the first's 429 (the subject), and waits for the reset instead of meeting a 429 (policy.RetryAfter.Pace). early_requests: requests the server received while the limit was spent, the first aside`,
 		preset: "default",
+		hooks:  func(t *trial) engine.Hooks { return engine.Hooks{OnRetry: func(engine.Event) { t.signal() }} },
 		run: func(t *trial) {
 			var mu sync.Mutex
 			var reset time.Time
@@ -149,7 +150,10 @@ var overloadRows = []scenario{
 				first <- t.measureURL(srv.URL + "/a")
 			}()
 			<-started
-			time.Sleep(20 * time.Millisecond) // the second starts after the first's answer
+			select { // the second starts once the first's 429 holds the host back: its retry is planned after
+			case <-t.signalled:
+			case <-t.ctx.Done():
+			}
 			second := t.measureURL(srv.URL + "/b")
 			t.ops = append(t.ops, <-first, second)
 			t.subject = 1
