@@ -29,8 +29,8 @@ type Lib struct {
 	Name string
 	New  func(tr http.RoundTripper, m Mode) (*http.Client, error)
 	// Guarded: a retry budget, throttle or circuit breaker the library
-	// ships is on. Such a client refuses the retry path's measurement
-	// (three sends an operation, two failing), so it is left out of it.
+	// ships is on. The retry path's measurement (three sends an
+	// operation, every guard off) leaves such a client out.
 	Guarded bool
 }
 

@@ -7,8 +7,8 @@ import (
 )
 
 // A headline is one contrast of the summary the table opens with: what a
-// source system does in a scenario, then what retrystack's defaults do,
-// both from rows of this run.
+// source system does in a scenario, then what retrystack does (its
+// defaults, unless the label says what more), both from rows of this run.
 type headline struct {
 	title    string
 	rows     []string // the rows it reads, by id; it is left out unless all ran and reproduced

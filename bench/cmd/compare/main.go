@@ -182,8 +182,8 @@ func measure(rounds int, only *regexp.Regexp) ([]row, error) {
 		name  string
 		fn    func(*testing.B, bench.Lib)
 		ratio bool // whether bare net/http does the same work
-		// guarded: also the peers' guarded configurations, which the
-		// retry path's two failures in three would trip
+		// guarded: also the guarded configurations (the retry path
+		// measures retrying with every guard off)
 		guarded bool
 	}{
 		{"get-64B", func(b *testing.B, l bench.Lib) { bench.GET(b, srv(b), l, false) }, true, true},
