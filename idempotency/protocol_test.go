@@ -109,11 +109,13 @@ func (w *watched) Write(p []byte) (int, error) {
 }
 
 // scriptedStore is a MemoryStore whose claims run a check before their
-// Complete, and may fail it.
+// Complete, and may fail it; with commits, they say they commit the
+// handler's writes (Claim's optional Commits method).
 type scriptedStore struct {
 	*idempotency.MemoryStore
 	beginErr   error // the next Begin's, once
 	completeOf func() error
+	commits    bool
 }
 
 func (s *scriptedStore) Begin(ctx context.Context, key, fp string, lease time.Duration) (idempotency.Claim, *idempotency.Record, error) {
@@ -132,6 +134,8 @@ type scriptedClaim struct {
 	idempotency.Claim
 	s *scriptedStore
 }
+
+func (c scriptedClaim) Commits() bool { return c.s.commits }
 
 func (c scriptedClaim) Complete(ctx context.Context, rec *idempotency.Record, keep time.Duration) error {
 	if f := c.s.completeOf; f != nil {
@@ -304,43 +308,19 @@ func TestHijackingHandler(t *testing.T) {
 	}
 }
 
-// committing is a MemoryStore whose claims say they commit the handler's
-// writes, and fail their commit when told to.
-type committing struct {
-	*idempotency.MemoryStore
-	fail atomic.Bool
-}
-
-func (s *committing) Begin(ctx context.Context, key, fp string, lease time.Duration) (idempotency.Claim, *idempotency.Record, error) {
-	c, rec, err := s.MemoryStore.Begin(ctx, key, fp, lease)
-	if c != nil {
-		c = committingClaim{c, s}
-	}
-	return c, rec, err
-}
-
-type committingClaim struct {
-	idempotency.Claim
-	s *committing
-}
-
-func (committingClaim) Commits() bool { return true }
-
-func (c committingClaim) Complete(ctx context.Context, rec *idempotency.Record, keep time.Duration) error {
-	if c.s.fail.Load() {
-		c.Claim.Release(ctx)
-		return idempotency.ErrNotCommitted
-	}
-	return c.Claim.Complete(ctx, rec, keep)
-}
-
 // With a store that commits the handler's writes, nothing goes out before
 // the commit: not an answer larger than MaxStoredBody, not one the
 // handler flushes. A commit that fails answers 503 in its place.
 func TestHeldUntilCommit(t *testing.T) {
 	big := strings.Repeat("x", 100)
-	store := &committing{MemoryStore: idempotency.NewMemoryStore(0, nil)}
-	store.fail.Store(true)
+	var fail atomic.Bool
+	fail.Store(true)
+	store := &scriptedStore{MemoryStore: idempotency.NewMemoryStore(0, nil), commits: true, completeOf: func() error {
+		if fail.Load() {
+			return idempotency.ErrNotCommitted
+		}
+		return nil
+	}}
 	srv := httptest.NewServer(idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(201)
 		io.WriteString(w, big)
@@ -351,7 +331,7 @@ func TestHeldUntilCommit(t *testing.T) {
 	if resp, body := post(t, srv.URL, "k", "x"); resp.StatusCode != 503 || strings.Contains(body, "xxx") {
 		t.Fatalf("a failed commit: %d %q, want 503 and none of the handler's answer", resp.StatusCode, body)
 	}
-	store.fail.Store(false)
+	fail.Store(false)
 	resp, body := post(t, srv.URL, "k", "x")
 	if resp.StatusCode != 201 || body != big+big {
 		t.Errorf("after the commit: %d, %d bytes; want 201 and the whole answer", resp.StatusCode, len(body))
