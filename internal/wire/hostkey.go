@@ -16,16 +16,17 @@ import (
 // ASCII is not copied.
 func HostKey(u *url.URL) string {
 	h := u.Host
-	plain := true // lower-case ASCII: the usual host, one pass and no copy
+	var wide, upper bool // neither: the usual host, one pass and no copy
 	for i := 0; i < len(h); i++ {
-		if c := h[i]; c >= 0x80 || 'A' <= c && c <= 'Z' {
-			plain = false
-			break
+		switch c := h[i]; {
+		case c >= 0x80:
+			wide = true
+		case 'A' <= c && c <= 'Z':
+			upper = true
 		}
 	}
-	ascii := plain || strings.IndexFunc(h, func(r rune) bool { return r >= 0x80 }) < 0
 	switch {
-	case !ascii:
+	case wide:
 		host, port := h, ""
 		if j := strings.LastIndexByte(h, ':'); j >= 0 {
 			host, port = h[:j], h[j:]
@@ -34,7 +35,7 @@ func HostKey(u *url.URL) string {
 			host = a
 		}
 		h = strings.ToLower(host) + port
-	case !plain:
+	case upper:
 		h = strings.ToLower(h)
 	}
 	switch {
