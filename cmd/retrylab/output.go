@@ -95,13 +95,21 @@ func oursOf(f *figures) *ours {
 }
 
 // oursLine says in one line what retrystack's defaults did in a row's
-// scenario.
+// scenario: "3 requests, 503, attempts-exhausted; k=v".
 func oursLine(f *figures) string {
-	s := fmt.Sprintf("retrystack's defaults: %s, %s, %s", plural(sum(f.ServerRequests), "request"), f.Result, dash(f.Stop))
+	s := fmt.Sprintf("%s, %s, %s", plural(sum(f.ServerRequests), "request"), f.Result, dash(f.Stop))
 	if x := extra(f.Extra); x != "" {
 		s += "; " + x
 	}
 	return s
+}
+
+// waits is the table's WAITS: the planned waits, or "none".
+func waits(r row) string {
+	if w := runs(r.got.PlannedWaitsMS); w != "" {
+		return w
+	}
+	return "none"
 }
 
 func sum(ns []int) int {
@@ -171,11 +179,7 @@ func printTable(w io.Writer, rows []row, experiment, wide bool) error {
 	width := cells{"ID", "SERVER", "RESULT", "STOP", "WAITS"}
 	wid := [5]int{}
 	for i, r := range rows {
-		waits := runs(r.got.PlannedWaitsMS)
-		if waits == "" {
-			waits = "none"
-		}
-		cs[i] = cells{r.sc.id, clip(runs(r.got.ServerRequests), 16), r.got.Result, dash(r.got.Stop), clip(waits, 12)}
+		cs[i] = cells{r.sc.id, clip(runs(r.got.ServerRequests), 16), r.got.Result, dash(r.got.Stop), clip(waits(r), 12)}
 		for j, c := range [5]string{cs[i].id, cs[i].server, cs[i].result, cs[i].stop, cs[i].waits} {
 			wid[j] = max(wid[j], len([]rune(c)))
 		}
@@ -218,7 +222,7 @@ func printTable(w io.Writer, rows []row, experiment, wide bool) error {
 		}
 		lines := []string{detail, want}
 		if r.ours != nil {
-			lines = append(lines, oursLine(r.ours))
+			lines = append(lines, "retrystack's defaults: "+oursLine(r.ours))
 		}
 		for _, d := range append(lines, prefixed("✗ ", r.deviations)...) {
 			for _, l := range wrap(d, 112) {
@@ -252,16 +256,13 @@ func printWide(w io.Writer, rows []row, experiment bool) error {
 			notes = append(notes, r.sc.note)
 			check += fmt.Sprintf(" [%d]", len(notes))
 		}
-		waits, ours := runs(r.got.PlannedWaitsMS), "-"
-		if waits == "" {
-			waits = "none"
-		}
+		ours := "-"
 		if r.ours != nil {
-			ours = strings.TrimPrefix(oursLine(r.ours), "retrystack's defaults: ")
+			ours = oursLine(r.ours)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.sc.id, r.preset, r.stack, runs(r.got.ServerRequests), r.got.Result,
-			dash(r.got.Stop), waits, dash(extra(r.got.Extra)), r.sc.want, check, ours)
+			dash(r.got.Stop), waits(r), dash(extra(r.got.Extra)), r.sc.want, check, ours)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
