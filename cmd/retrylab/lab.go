@@ -230,7 +230,7 @@ func runAll(ctx context.Context, selected []scenario, opts options) ([]row, erro
 			return nil, err
 		}
 	}
-	servers := make([]*faultserver.Server, lanes)
+	servers := make([]*faultserver.Server, max(1, min(lanes, len(selected))))
 	for i := range servers {
 		srv, err := faultserver.New()
 		if err != nil {
@@ -240,14 +240,6 @@ func runAll(ctx context.Context, selected []scenario, opts options) ([]row, erro
 		servers[i] = srv
 	}
 	rows := make([]row, len(selected))
-	var together, alone []int
-	for i, sc := range selected {
-		if sc.alone {
-			alone = append(alone, i)
-		} else {
-			together = append(together, i)
-		}
-	}
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for _, srv := range servers {
@@ -257,13 +249,17 @@ func runAll(ctx context.Context, selected []scenario, opts options) ([]row, erro
 			}
 		})
 	}
-	for _, i := range together {
-		next <- i
+	for i, sc := range selected {
+		if !sc.alone {
+			next <- i
+		}
 	}
 	close(next)
 	wg.Wait()
-	for _, i := range alone {
-		rows[i] = runRow(ctx, servers[0], tel, selected[i], opts)
+	for i, sc := range selected {
+		if sc.alone {
+			rows[i] = runRow(ctx, servers[0], tel, sc, opts)
+		}
 	}
 	return rows, nil
 }

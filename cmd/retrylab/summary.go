@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -143,7 +144,6 @@ func times(n int) string {
 }
 
 func atoi(s string) int {
-	var n int
-	fmt.Sscan(s, &n)
+	n, _ := strconv.Atoi(s) // a figure the row's expectation has checked
 	return n
 }
