@@ -26,7 +26,7 @@ func Default() Policy {
 		}.Classify,
 		Backoff:    Backoff{Base: 100 * time.Millisecond, Cap: 8 * time.Second},
 		RetryAfter: RetryAfter{Max: time.Minute, Pace: true},
-		Budget:     newTPSBudget(10*time.Second, 10, 0.2),
+		Budget:     newEarnedBudget(0.2, 2),
 	}
 }
 
