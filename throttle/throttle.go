@@ -26,7 +26,7 @@ type Config struct {
 	// would refuse what the host accepts).
 	K float64
 	// Window is how far back requests and accepts count: 0 means 2
-	// minutes; negative is an error.
+	// minutes; below 1s (or negative) is an error.
 	Window time.Duration
 	// Overloaded says whether an answer is the host rejecting for
 	// overload; nil: a 429 or 503, or a transport error other than a
@@ -51,8 +51,8 @@ func Layer(cfg Config) middleware.Layer {
 	switch {
 	case cfg.K != 0 && (cfg.K < 1 || math.IsNaN(cfg.K) || math.IsInf(cfg.K, 0)):
 		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "K", Value: cfg.K, Reason: "must be at least 1"}}
-	case cfg.Window < 0:
-		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "Window", Value: cfg.Window, Reason: "must not be negative"}}
+	case cfg.Window < 0 || (cfg.Window > 0 && cfg.Window < time.Second):
+		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "Window", Value: cfg.Window, Reason: "must be 0 (2 minutes) or at least 1s: a shorter window seldom holds the 10 requests a host is judged on, and never refuses"}}
 	case cfg.MaxHosts < 0:
 		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "MaxHosts", Value: cfg.MaxHosts, Reason: "must not be negative"}}
 	}

@@ -210,7 +210,7 @@ type observer func(middleware.Event)
 func (o observer) Observe(e middleware.Event) { o(e) }
 
 func TestConfigErrors(t *testing.T) {
-	for _, cfg := range []throttle.Config{{K: 0.5}, {K: math.NaN()}, {K: math.Inf(1)}, {Window: -1}, {MaxHosts: -1}} {
+	for _, cfg := range []throttle.Config{{K: 0.5}, {K: math.NaN()}, {K: math.Inf(1)}, {Window: -1}, {Window: time.Millisecond}, {MaxHosts: -1}} {
 		if _, err := middleware.NewStack(throttle.Layer(cfg)); err == nil {
 			t.Errorf("%+v: no error", cfg)
 		} else if _, ok := errors.AsType[*policy.ConfigError](err); !ok {

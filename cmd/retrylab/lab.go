@@ -578,6 +578,11 @@ func compare(want expect, got figures) []string {
 			n, err1 := strconv.ParseFloat(have, 64)
 			limit, err2 := strconv.ParseFloat(v, 64)
 			ok = err1 == nil && err2 == nil && n < limit
+		case strings.HasSuffix(k, "_over"): // the figure must stay over the limit
+			have = got.Extra[strings.TrimSuffix(k, "_over")]
+			n, err1 := strconv.ParseFloat(have, 64)
+			limit, err2 := strconv.ParseFloat(v, 64)
+			ok = err1 == nil && err2 == nil && n > limit
 		case k == "pitfalls": // the row's pitfalls must all be reported
 			have = got.Extra[k]
 			ok = subset(v, have)

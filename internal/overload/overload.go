@@ -406,3 +406,31 @@ func (f *flaky) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, nil
 }
+
+// Healthy sends warm operations, then ops more, through each of clients:
+// the clients side by side, each one's operations one after another, as
+// fast as they go (compressed time: a budget that refills with time
+// refills less than it would at the real rate). It returns the share of
+// the ops operations (warm-up aside) that ended 200.
+func Healthy(clients []http.RoundTripper, warm, ops int) float64 {
+	var okOps atomic.Int64
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Go(func() {
+			for i := range warm + ops {
+				req, _ := http.NewRequest(http.MethodGet, "http://service.test/", nil)
+				resp, err := c.RoundTrip(req)
+				if err != nil {
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if i >= warm && resp.StatusCode == http.StatusOK {
+					okOps.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(okOps.Load()) / float64(max(len(clients)*ops, 1))
+}
