@@ -11,9 +11,17 @@ import (
 // the classifier does not retry deposits, each retry withdraws, and a retry
 // that cannot withdraw is not made (stop reason budget-exhausted, pitfall
 // budget-exhausted). A retry that is refused for another reason (its wait
-// would not fit) withdraws nothing. Implementations must be safe for
-// concurrent use and quick: they run on every request. NewTPSBudget
-// makes the usual one.
+// would not fit) withdraws nothing, and so does the resend of an attempt
+// that never reached the server (a failed dial, a refused stream).
+// Implementations must be safe for concurrent use and quick: they run on
+// every request. [NewEarnedBudget] makes [Default]'s, [NewTPSBudget]
+// tower's.
+//
+// A Budget may also have the methods WithdrawAfterTimeout() bool and
+// Refund(), as NewEarnedBudget's has: the engine then pays for the retry
+// of an unkeyed attempt that timed out with WithdrawAfterTimeout instead
+// of Withdraw, and calls Refund when a retry that Withdraw paid for
+// succeeds.
 type Budget interface {
 	Deposit()
 	Withdraw() bool
