@@ -237,7 +237,11 @@ type recorder struct {
 	events []middleware.Event
 }
 
-func (r *recorder) Observe(e middleware.Event) { r.mu.Lock(); r.events = append(r.events, e); r.mu.Unlock() }
+func (r *recorder) Observe(e middleware.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
 
 func (r *recorder) layer() middleware.Layer {
 	return middleware.Layer{Name: "record", Wrap: func(next http.RoundTripper) http.RoundTripper {
