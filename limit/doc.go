@@ -23,7 +23,10 @@
 // A request is in flight from the moment it is let through until the
 // layer below returns: its answer's headers, or an error. Reading the
 // body is the caller's time, not the limit's (as the breaker and the
-// throttle count a result when its headers arrive). Below a hedge layer
+// throttle count a result when its headers arrive). A send abandoned (a
+// hedge that lost, a caller that gave up) gives its place back as soon
+// as the layer below returns, which can be before the server notices:
+// over HTTP/1.1 it learns from the closed connection. Below a hedge layer
 // every send of the hedge counts: the hedge cannot double the load on a
 // host past its limit. A panic below gives the place back.
 //
