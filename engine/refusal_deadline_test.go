@@ -47,8 +47,12 @@ func TestRefusalAtTheDeadlineNamesItsCause(t *testing.T) {
 		early bool
 		want  policy.StopReason
 	}{
-		{"caller-deadline", nil, func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 10*time.Millisecond) }, false, "no-room"},
-		{"caller-deadline-passed", nil, func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 10*time.Millisecond) }, true, "no-room"},
+		{"caller-deadline", nil, func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 10*time.Millisecond)
+		}, false, "no-room"},
+		{"caller-deadline-passed", nil, func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 10*time.Millisecond)
+		}, true, "no-room"},
 		{"policy-timeout", func(p *policy.Policy) { p.Timeout = 10 * time.Millisecond }, nil, false, "no-room"},
 		{"attempt-timeout", func(p *policy.Policy) { p.AttemptTimeout = 10 * time.Millisecond }, nil, false, "no-room"},
 		{"cancelled", nil, func() (context.Context, context.CancelFunc) {

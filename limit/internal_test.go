@@ -3,7 +3,7 @@ package limit
 import (
 	"context"
 	"fmt"
-		"runtime"
+	"runtime"
 	"testing"
 	"time"
 )

@@ -66,7 +66,6 @@ type limitServer struct {
 	hold           atomic.Bool // hold every request until its context ends or release
 	release        chan struct{}
 	paced          atomic.Bool // the first request gets a 429 asking for a short wait
-	writes         atomic.Int32
 
 	mu      sync.Mutex
 	open    int
