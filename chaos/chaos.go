@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -42,7 +43,7 @@ const (
 	// the caller cannot know what it did with it.
 	Reset
 	// CutBody ends the answer's body after After bytes, with
-	// io.ErrUnexpectedEOF.
+	// io.ErrUnexpectedEOF (a shorter body ends as it would have).
 	CutBody
 	// StallBody stops the answer's body after After bytes, until the
 	// request's context ends or the body is closed.
@@ -69,8 +70,9 @@ type Fault struct {
 	// [0, 1]. 0: only a request that asks for it (Config.Header).
 	Rate float64
 
-	// Hosts, as the breaker keys them (lower case, without the scheme's
-	// default port; a host without a port matches it on any port);
+	// Hosts, in lower case: a name matches it on any port,
+	// "name:port" on that port only (the scheme's default port when the
+	// URL names none);
 	// Methods, in capitals; Paths, prefixes of the URL's path. Empty: any.
 	Hosts, Methods, Paths []string
 	// Attempts limits the fault to the first Attempts attempts of an
@@ -153,7 +155,8 @@ func newChaos(cfg Config) (*chaos, error) {
 			return nil, bad(at("After"), f.After, "only a body fault cuts a body")
 		}
 		for j, h := range f.Hosts {
-			if h == "" || strings.ContainsAny(h, "/ ") || h != strings.ToLower(h) {
+			name, port := splitHost(h)
+			if name == "" || strings.ContainsAny(h, "/ ") || h != strings.ToLower(h) || strings.HasSuffix(h, ":") || strings.Trim(port, "0123456789") != "" {
 				return nil, bad(at(fmt.Sprintf("Hosts[%d]", j)), h, "matches no host: want a host in lower case, as api.example.com or api.example.com:8443")
 			}
 		}
@@ -234,17 +237,46 @@ func inScope(f *Fault, req *http.Request, n int) bool {
 		}
 	}
 	if len(f.Hosts) > 0 {
-		key := wire.HostKey(req.URL)
-		name := strings.ToLower(req.URL.Hostname())
 		ok := false
 		for _, h := range f.Hosts {
-			ok = ok || h == key || h == name
+			ok = ok || hostMatches(h, req.URL)
 		}
 		if !ok {
 			return false
 		}
 	}
 	return true
+}
+
+// splitHost splits a Hosts entry into its name and port ("" for none).
+func splitHost(h string) (name, port string) {
+	switch {
+	case strings.HasPrefix(h, "["): // [v6] or [v6]:port
+		if end := strings.IndexByte(h, ']'); end > 0 {
+			return h[1:end], strings.TrimPrefix(h[end+1:], ":")
+		}
+	case strings.Count(h, ":") == 1:
+		name, port, _ = strings.Cut(h, ":")
+		return name, port
+	}
+	return h, ""
+}
+
+// hostMatches reports whether u's host is h: its name, and its port when
+// h names one (the scheme's default port when u names none).
+func hostMatches(h string, u *url.URL) bool {
+	name, port := splitHost(h)
+	if !strings.EqualFold(name, u.Hostname()) {
+		return false
+	}
+	if port == "" {
+		return true
+	}
+	have := u.Port()
+	if have == "" {
+		have = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return have == port
 }
 
 func contains(xs []string, x string) bool {

@@ -60,6 +60,9 @@ func TestConfigErrors(t *testing.T) {
 		{with(func(f *chaos.Fault) { f.Hosts = []string{"API.example.com"} }), "Faults[0].Hosts[0]"},
 		{with(func(f *chaos.Fault) { f.Hosts = []string{"https://api.example.com"} }), "Faults[0].Hosts[0]"},
 		{with(func(f *chaos.Fault) { f.Hosts = []string{""} }), "Faults[0].Hosts[0]"},
+		{with(func(f *chaos.Fault) { f.Hosts = []string{"api.example.com:"} }), "Faults[0].Hosts[0]"},
+		{with(func(f *chaos.Fault) { f.Hosts = []string{"a.example", "api.example.com:https"} }), "Faults[0].Hosts[1]"},
+		{with(func(f *chaos.Fault) { f.Hosts = []string{":8080"} }), "Faults[0].Hosts[0]"},
 		{with(func(f *chaos.Fault) { f.Methods = []string{"GET", "post"} }), "Faults[0].Methods[1]"},
 		{with(func(f *chaos.Fault) { f.Methods = []string{""} }), "Faults[0].Methods[0]"},
 		{with(func(f *chaos.Fault) { f.Paths = []string{"orders"} }), "Faults[0].Paths[0]"},
@@ -148,6 +151,26 @@ func TestScope(t *testing.T) {
 		{"GET", "http://other.example.com/v1/x", 200},
 		{"POST", "http://api.example.com/v1/x", 200},
 		{"GET", "http://api.example.com/v2/x", 200},
+	} {
+		if st, err := do(rt, tc.method, tc.url); st != tc.want {
+			t.Errorf("%s %s: %d %v; want %d", tc.method, tc.url, st, err, tc.want)
+		}
+	}
+	// A host with a port matches on that port only, the scheme's default
+	// when the URL names none.
+	f = chaos.Fault{Kind: chaos.Status, Status: 503, Rate: 1, Hosts: []string{"api.example.com:443", "[::1]:8080", "10.0.0.1"}}
+	rt = chaos.Layer(chaos.Config{Faults: []chaos.Fault{f}}).Wrap(&okBase{})
+	for _, tc := range []struct {
+		method, url string
+		want        int
+	}{
+		{"GET", "https://api.example.com/", 503},
+		{"GET", "https://api.example.com:443/", 503},
+		{"GET", "http://api.example.com/", 200},
+		{"GET", "https://api.example.com:8443/", 200},
+		{"GET", "http://[::1]:8080/", 503},
+		{"GET", "http://[::1]:8081/", 200},
+		{"GET", "http://10.0.0.1:9999/", 503},
 	} {
 		if st, err := do(rt, tc.method, tc.url); st != tc.want {
 			t.Errorf("%s %s: %d %v; want %d", tc.method, tc.url, st, err, tc.want)
