@@ -146,6 +146,36 @@ func TestLimitIsExact(t *testing.T) {
 	}
 }
 
+// Config.Key names the limit a request counts against.
+func TestKey(t *testing.T) {
+	g := newGate()
+	rt := limit.Layer(limit.Config{Limit: 1, MaxWait: -1, Key: func(r *http.Request) string { return r.Header.Get("Tenant") }}).Wrap(g)
+	send := func(tenant string) error {
+		req, _ := http.NewRequest("GET", "http://a.example/", nil)
+		req.Header.Set("Tenant", tenant)
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	done := make(chan error, 2)
+	go func() { done <- send("a") }()
+	<-g.arrived
+	if err := send("a"); err == nil {
+		t.Fatal("a second request of tenant a passed its limit of 1")
+	}
+	go func() { done <- send("b") }()
+	<-g.arrived // tenant b has a limit of its own
+	g.release <- struct{}{}
+	g.release <- struct{}{}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // A request that waits until its deadline is refused with the limit's
 // own stop, nothing sent, whichever clock fires first; a caller's
 // cancellation ends its wait as a cancellation.

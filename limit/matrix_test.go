@@ -26,7 +26,8 @@ import (
 	"go.uber.org/goleak"
 )
 
-// The limit with the layers it meets, under -race: retry alone, a hedge
+// The limit with the layers it meets, under -race: retry alone (fixed,
+// and adaptive below the same bound), a hedge
 // above it (each send counts), a breaker and a throttle above it (its
 // refusals count for nothing), pacing (a 429's hold, in the retry layer),
 // and idempotency keys on POSTs whose first attempt a chaos layer resets
@@ -40,7 +41,7 @@ import (
 // goroutine outlives the cell, no connection stays open.
 func TestLimitWithLayers(t *testing.T) {
 	for _, proto := range []string{"http1", "h2c"} {
-		for _, partner := range []string{"retry", "hedge", "breaker", "throttle", "pacing", "keys"} {
+		for _, partner := range []string{"retry", "adaptive", "hedge", "breaker", "throttle", "pacing", "keys"} {
 			for _, fault := range []string{"none", "cancel", "panic"} {
 				if (partner == "pacing" || partner == "keys") && fault == "panic" {
 					continue // a panic below is the same cell as retry's
@@ -185,6 +186,9 @@ func runLimitCell(t *testing.T, proto, partner, fault string) {
 		layers = append(layers, throttle.Layer(throttle.Config{Rand: func() float64 { return 0 }}))
 	}
 	lc := limit.Config{Limit: cellLimit}
+	if partner == "adaptive" { // free to move below the limit, never above it
+		lc.Adaptive, lc.MinLimit, lc.MaxLimit = true, 1, cellLimit
+	}
 	if partner == "breaker" || partner == "throttle" {
 		lc.MaxWait = -1 // refusals galore: they must not count against the host
 	}
