@@ -70,10 +70,10 @@ type Fault struct {
 	// [0, 1]. 0: only a request that asks for it (Config.Header).
 	Rate float64
 
-	// Hosts, in lower case: a name matches it on any port,
-	// "name:port" on that port only (the scheme's default port when the
-	// URL names none);
-	// Methods, in capitals; Paths, prefixes of the URL's path. Empty: any.
+	// Hosts, in lower case ("api.example.com" matches on any port,
+	// "api.example.com:8443" on that port only, the scheme's default
+	// port when the URL names none); Methods, in capitals; Paths,
+	// prefixes of the URL's path. Empty: any.
 	Hosts, Methods, Paths []string
 	// Attempts limits the fault to the first Attempts attempts of an
 	// operation (read from middleware.Operation; above the retry layer
@@ -106,7 +106,10 @@ type Config struct {
 
 // Layer returns a fault-injection layer named "chaos". A Config that is
 // bad, or whose faults can never fire, makes the layer invalid: NewStack
-// reports it, a *policy.ConfigError naming the field.
+// reports it, a *policy.ConfigError naming the field. The layer is safe
+// for concurrent use (its random numbers are drawn under a lock); a fault
+// that sends nothing closes the request's body, and one that replaces an
+// answer (a reset) drains and closes the answer's.
 func Layer(cfg Config) middleware.Layer {
 	c, err := newChaos(cfg)
 	if err != nil {

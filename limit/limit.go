@@ -47,7 +47,9 @@ type Config struct {
 
 // Layer returns a concurrency-limit layer named "limit". A bad Config
 // makes the layer invalid: NewStack reports it, a *policy.ConfigError
-// naming the field.
+// naming the field. The layer's keys are shared by every stack it is
+// wrapped into, and safe for concurrent use; a refused request's body is
+// closed, and an answer's body is the caller's, as without the layer.
 func Layer(cfg Config) middleware.Layer {
 	l, err := newLimiter(cfg)
 	if err != nil {
