@@ -96,9 +96,13 @@ func TestBulkheadPerHost(t *testing.T) {
 				break
 			}
 		}
-		// Hold until enough requests wait behind: the server would see a
-		// fifth at once if the limit let it through.
-		time.Sleep(2 * time.Millisecond) // only widens the window a broken limit would show in; no verdict rests on it
+		// Hold a moment, so that others try to pass the limit meanwhile:
+		// it only widens the window a broken limit would show in; no
+		// verdict rests on it.
+		select {
+		case <-time.After(2 * time.Millisecond):
+		case <-r.Context().Done():
+		}
 		in.Add(-1)
 	}))
 	defer srv.Close()

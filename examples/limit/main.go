@@ -35,7 +35,7 @@ func main() {
 func run(w io.Writer) error {
 	// The service: counts what it holds at once.
 	var in, most, seen atomic.Int32
-	hold := make(chan struct{})
+	hold, holding := make(chan struct{}), make(chan struct{}, 4)
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		seen.Add(1)
 		n := in.Add(1)
@@ -43,9 +43,10 @@ func run(w io.Writer) error {
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 		}
 		if r.URL.Path == "/hold" {
+			holding <- struct{}{}
 			<-hold
 		} else {
-			time.Sleep(20 * time.Millisecond) // the service's work
+			<-time.After(20 * time.Millisecond) // the service's work
 		}
 		io.WriteString(rw, "ok")
 	}))
@@ -95,8 +96,8 @@ func run(w io.Writer) error {
 			}
 		})
 	}
-	for seen.Load() < before+4 {
-		time.Sleep(time.Millisecond)
+	for range 4 {
+		<-holding // the four are at the service
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
