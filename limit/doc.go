@@ -35,9 +35,10 @@
 // With Config.Adaptive each key discovers its limit from latency, between
 // MinLimit and MaxLimit, with a gradient controller in the style of
 // Envoy's adaptive concurrency filter: it compares a sampled minimum
-// latency with a smoothed recent latency. Each window of 16 answers (and
-// timeouts; failures that are not timeouts and cancellations say nothing
-// of a queue) gives a mean latency; the recent latency is their
+// latency with a smoothed recent latency. Each window of 16 answers and
+// timeouts gives a mean latency (a 429 or a 503, which a service that
+// sheds load answers fast, other failures and cancellations say nothing
+// of a queue, and do not count); the recent latency is their
 // exponential average (weight 0.5), the minimum the least window mean.
 // At the end of each window
 //

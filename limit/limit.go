@@ -381,8 +381,19 @@ func (t *transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 	}()
 	resp, err = wire.RoundTrip(t.next, req)
 	held = false
-	l.release(k, adm, err == nil || (policy.KindOf(err) == policy.ErrorTimeout && req.Context().Err() != context.Canceled))
+	l.release(k, adm, sample(req, resp, err))
 	return resp, err
+}
+
+// sample reports whether a request's latency says how long the key's
+// queue is: an answer does, but an overload answer (429, 503: a service
+// that sheds load answers those fast); a timeout does; other failures
+// and cancellations do not.
+func sample(req *http.Request, resp *http.Response, err error) bool {
+	if err != nil {
+		return policy.KindOf(err) == policy.ErrorTimeout && req.Context().Err() != context.Canceled
+	}
+	return resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable
 }
 
 // refusal is the error of a request the limit refused: nothing was sent.
