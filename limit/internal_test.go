@@ -3,6 +3,8 @@ package limit
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"syscall"
 	"runtime"
 	"testing"
 	"time"
@@ -97,4 +99,35 @@ func TestKeysAreBounded(t *testing.T) {
 		t.Fatal("a second request passed a forgotten key's limit")
 	}
 	l.release(k0, held, false)
+}
+
+// Answers and timeouts are latency samples; overload answers, other
+// failures and cancellations are not.
+func TestSample(t *testing.T) {
+	req, _ := http.NewRequest("GET", "http://a.example/", nil)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		req    *http.Request
+		status int
+		err    error
+		want   bool
+	}{
+		{req, 200, nil, true},
+		{req, 500, nil, true},
+		{req, 429, nil, false},
+		{req, 503, nil, false},
+		{req, 0, context.DeadlineExceeded, true},
+		{req, 0, syscall.ECONNREFUSED, false},
+		{req.WithContext(cancelled), 0, context.DeadlineExceeded, false},
+		{req, 0, context.Canceled, false},
+	} {
+		var resp *http.Response
+		if tc.err == nil {
+			resp = &http.Response{StatusCode: tc.status}
+		}
+		if got := sample(tc.req, resp, tc.err); got != tc.want {
+			t.Errorf("%d %v: sample %v, want %v", tc.status, tc.err, got, tc.want)
+		}
+	}
 }
