@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"syscall"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 )
