@@ -280,7 +280,10 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 	if err != nil {
 		// Time and cancellation overrule the classifier: a caller that
 		// gave up, or an operation out of time, is never retried.
-		if stop, ok := l.d.stopFor(); ok && (stop != policy.StopAttemptTimeout || !dec.Retry) {
+		// A refusal names its cause even at the deadline (a limit that
+		// waited for room until then): only a cancellation overrules it,
+		// so the stop is the same whichever clock fired first.
+		if stop, ok := l.d.stopFor(); ok && (stop != policy.StopAttemptTimeout || !dec.Retry) && (!refused || stop == policy.StopCancelled) {
 			dec, overruled = policy.Stop(stop), true
 		}
 	}

@@ -8,7 +8,8 @@
 // overload (429, 503, a refused or reset connection, a timeout are). A
 // request counts once it has finished (a burst to a healthy host is not
 // judged on answers it has not given yet), and a cancellation counts for
-// nothing: it says nothing of the host. It refuses a request with
+// nothing: it says nothing of the host; nor does a refusal by a layer
+// below (a concurrency limit). It refuses a request with
 // probability
 //
 //	max(0, (requests − K·accepts) / (requests + 1))

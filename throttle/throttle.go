@@ -272,9 +272,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := wire.RoundTrip(t.next, req)
-	if err == nil || !errors.Is(err, context.Canceled) {
-		// A cancellation (the caller gave up, a hedge lost) says nothing
-		// of the host: neither an accept nor a rejection.
+	if _, refused := errors.AsType[policy.Refusal](err); err == nil || !(errors.Is(err, context.Canceled) || refused) {
+		// A cancellation (the caller gave up, a hedge lost), or a
+		// refusal by a layer below (a concurrency limit), says nothing of
+		// the host: neither an accept nor a rejection.
 		h.count(p, !th.cfg.Overloaded(resp, err)) // in the bucket it started in: one clock read per request
 	}
 	return resp, err
