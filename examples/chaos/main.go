@@ -93,6 +93,8 @@ func run(w io.Writer) error {
 	stack, err = stack.InsertAfter("retry", chaos.Layer(chaos.Config{
 		Seed: 7, // the same faults on every run
 		Faults: []chaos.Fault{
+			// A third of the GETs' sends: more than Default's budget (one
+			// retry per five successes) pays for, so a few GETs end 503.
 			{Kind: chaos.Status, Status: http.StatusServiceUnavailable, Rate: 1.0 / 3, Methods: []string{"GET"}},
 			{Kind: chaos.Reset, Rate: 1, Methods: []string{"POST"}, Attempts: 1}, // the first send of each POST
 		},
