@@ -26,8 +26,26 @@ func runLab(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
+// testRun is the rows the tests run by default: the default run's, but
+// under the race detector the fleet/ rows. They measure how fast a
+// service recovers, in real time, from a thousand requests a second
+// through the whole stack; the race detector slows each request several
+// times over, and the row at 900 a second, whose margin is the physics of
+// the service (a fleet that never retries takes 2.5 s of its 3), fails for
+// that alone. CI runs them in `go run ./cmd/retrylab`, without it.
+func testRun() string {
+	if raceDetector {
+		r := strings.Replace(defaultRun, "|fleet", "", 1)
+		if r == defaultRun {
+			panic("testRun: defaultRun no longer names |fleet")
+		}
+		return r
+	}
+	return defaultRun
+}
+
 func TestDefaultRunReproducesEveryRow(t *testing.T) {
-	code, out, stderr := runLab(t)
+	code, out, stderr := runLab(t, "-run", testRun())
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q, output:\n%s", code, stderr, out)
 	}
@@ -66,7 +84,7 @@ func TestDefaultRunReproducesEveryRow(t *testing.T) {
 }
 
 func TestJSONLines(t *testing.T) {
-	code, out, stderr := runLab(t, "-json")
+	code, out, stderr := runLab(t, "-json", "-run", testRun())
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
@@ -281,7 +299,7 @@ func TestPresetNone(t *testing.T) {
 func seedIDs() []string {
 	var ids []string
 	for _, sc := range scenarios {
-		if regexp.MustCompile(defaultRun).MatchString(sc.id) {
+		if regexp.MustCompile(testRun()).MatchString(sc.id) {
 			ids = append(ids, sc.id)
 		}
 	}
