@@ -65,8 +65,9 @@ func reportOfError(err error) *Report {
 }
 
 // Default's budget pays for the retry of an attempt that timed out only
-// from the successes of the last second (ten pay for one): a new client
-// does not retry a timeout; one that has just had ten successes does once.
+// from the successes of the last second (twenty pay for one): a new
+// client does not retry a timeout; one that has just had twenty successes
+// does once.
 func TestTimeoutRetryNeedsRecentSuccesses(t *testing.T) {
 	srv := httptest.NewServer(&stallFirst{})
 	defer srv.Close()
@@ -81,14 +82,14 @@ func TestTimeoutRetryNeedsRecentSuccesses(t *testing.T) {
 	srv2 := httptest.NewServer(&stallFirst{})
 	defer srv2.Close()
 	c = budgetClient(t, attemptTimeout)
-	for range 10 {
+	for range 20 {
 		if _, err := sendReport(t, c, "GET", srv2.URL+"/ok"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rep, err = sendReport(t, c, "GET", srv2.URL+"/stall-once")
 	if err != nil || rep.Stop != policy.StopSuccess || len(rep.Attempts) != 2 {
-		t.Fatalf("after ten successes: %v, report %+v; want the timeout retried once, success", err, rep)
+		t.Fatalf("after twenty successes: %v, report %+v; want the timeout retried once, success", err, rep)
 	}
 }
 

@@ -216,11 +216,13 @@ const unit = 1_000_000
 //     down. Nothing refills with time.
 //   - A retry after an attempt that timed out (the server may still be
 //     working on it: a retry doubles the work of a service that is
-//     already slow) is paid for twice over from the credit earned in the
-//     last second alone, not from the stock: a client that sent fewer
-//     than 10 successful requests in the last second does not retry its
-//     timeouts, and a fleet of small clients adds no load to an
-//     overloaded service. Keyed requests (an Idempotency-Key) are exempt
+//     already slow) is paid for from the credit earned in the last second
+//     alone, not from the stock, four times over: the timeout spends two
+//     retries' worth whether it is retried or not, and its retry two
+//     more. A client that had fewer than 20 successes in the last second
+//     does not retry its timeouts, a fleet of small clients adds no load
+//     to an overloaded service, and a client whose attempts start to time
+//     out soon stops retrying them. Keyed requests (an Idempotency-Key) are exempt
 //     from that rule: a server that honours the key does not do the work
 //     twice.
 //
@@ -287,14 +289,18 @@ func (b *earnedBudget) Refund() {
 	}
 }
 
-// WithdrawAfterTimeout pays for the retry of an attempt that timed out:
-// two retries' worth of the credit earned in the last second.
+// WithdrawAfterTimeout pays for the retry of an attempt that timed out
+// from the credit earned in the last second: the timeout spends two
+// retries' worth, whether it is retried or not (the last second's
+// successes say less once attempts time out), and its retry two more.
 func (b *earnedBudget) WithdrawAfterTimeout() bool {
 	b.recent.expire()
-	if b.recent.balance() < 2*b.recent.withdraw {
+	w := b.recent.withdraw
+	if b.recent.balance() < 4*w {
+		b.recent.writer.Add(-2 * w)
 		return false
 	}
-	b.recent.writer.Add(-2 * b.recent.withdraw)
+	b.recent.writer.Add(-4 * w)
 	return true
 }
 

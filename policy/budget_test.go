@@ -285,25 +285,50 @@ func TestEarnedBudgetRefund(t *testing.T) {
 	}
 }
 
-// The retry of an attempt that timed out is paid twice over, from the
-// credit of the last second alone: a client of fewer than 10 successes a
-// second never retries a timeout, and its stock does not help.
+// The retry of an attempt that timed out is paid from the credit of the
+// last second alone, four times over (two for the timeout, retried or
+// not, two for its retry): a client of fewer than 20 successes a second
+// never retries a timeout, and its stock does not help.
 func TestEarnedBudgetAfterTimeout(t *testing.T) {
 	b, now := earned(0.2, 2)
 	if b.WithdrawAfterTimeout() {
 		t.Fatal("a new budget retried a timeout: its stock is for fast failures")
 	}
-	for range 9 {
+	b, now = earned(0.2, 2)
+	for range 19 {
 		b.Deposit()
 	}
 	if b.WithdrawAfterTimeout() {
-		t.Fatal("9 successes in the last second paid for a timeout's retry; it takes 10")
+		t.Fatal("19 successes in the last second paid for a timeout's retry; it takes 20")
 	}
-	b.Deposit()
+	b, now = earned(0.2, 2)
+	for range 20 {
+		b.Deposit()
+	}
 	if !b.WithdrawAfterTimeout() || b.WithdrawAfterTimeout() {
-		t.Fatal("10 successes in the last second should pay for exactly one timeout's retry")
+		t.Fatal("20 successes in the last second should pay for exactly one timeout's retry")
+	}
+	// A timeout that is not retried spends two retries' worth still.
+	b, now = earned(0.2, 2)
+	for range 30 {
+		b.Deposit()
+	}
+	if !b.WithdrawAfterTimeout() || b.WithdrawAfterTimeout() { // 6, 2, then 0
+		t.Fatal("30 successes: want one timeout's retry")
+	}
+	for range 20 {
+		b.Deposit()
+	}
+	if !b.WithdrawAfterTimeout() {
+		t.Fatal("20 more successes should pay for one more")
 	}
 	for range 10 {
+		b.Deposit()
+	}
+	if b.WithdrawAfterTimeout() {
+		t.Fatal("10 successes after a timeout that was not retried paid for a retry: the timeout spent nothing")
+	}
+	for range 20 {
 		b.Deposit()
 	}
 	*now += 1100 * time.Millisecond
@@ -312,7 +337,7 @@ func TestEarnedBudgetAfterTimeout(t *testing.T) {
 	}
 	// Retries after fast failures draw on the last second too.
 	b, _ = earned(0.2, 2)
-	for range 10 {
+	for range 20 {
 		b.Deposit()
 	}
 	b.Withdraw()
