@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"regexp"
 	"text/tabwriter"
 	"time"
 
@@ -26,7 +27,7 @@ var (
 // small clients against random failures. It tells each row on w as it
 // comes (a JSON line), so that a long run that stops keeps what it
 // measured.
-func measureFleet(w io.Writer) ([]row, error) {
+func measureFleet(w io.Writer, libs *regexp.Regexp) ([]row, error) {
 	var rows []row
 	enc := json.NewEncoder(w)
 	for _, credit := range []bool{true, false} {
@@ -37,6 +38,9 @@ func measureFleet(w io.Writer) ([]row, error) {
 		for _, rate := range fleetRates {
 			for _, n := range fleetClients {
 				for i, lib := range bench.FleetLibs {
+					if !libs.MatchString(lib.Name) {
+						continue
+					}
 					if !credit && i > 1 {
 						continue // the 1 s warm-up: retrystack's budgets, before and after
 					}
@@ -51,6 +55,9 @@ func measureFleet(w io.Writer) ([]row, error) {
 		}
 	}
 	for _, lib := range bench.FleetLibs {
+		if !libs.MatchString(lib.Name) {
+			continue
+		}
 		ok, err := bench.SmallClients(lib, 1000, 6, 30, 0.01, 1)
 		if err != nil {
 			return nil, err

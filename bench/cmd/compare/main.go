@@ -2,7 +2,7 @@
 // the success path, the retry path, the storms, the POST on 503, and the
 // budget and decision micro-benchmarks.
 //
-//	cd bench && go run ./cmd/compare [-json] [-benchtime 500ms] [-rounds 5] [-run REGEX]
+//	cd bench && go run ./cmd/compare [-json] [-benchtime 500ms] [-rounds 5] [-run REGEX] [-lib REGEX]
 //
 // Wall times drift 10-25 % between runs on 2 cores, so every benchmark runs
 // in rounds, the libraries interleaved, and ns/op is the median round;
@@ -65,6 +65,7 @@ func main() {
 	benchtime := flag.Duration("benchtime", 500*time.Millisecond, "time per benchmark and round")
 	rounds := flag.Int("rounds", 5, "rounds of each benchmark, the libraries interleaved; ns/op is their median")
 	run := flag.String("run", "", "measure only those whose name matches this regular expression (e.g. in-memory)")
+	lib := flag.String("lib", "", "in the fleet experiment, only the client libraries whose name matches this regular expression")
 	flag.Parse()
 	testing.Init()
 	flag.Set("test.benchtime", benchtime.String())
@@ -78,7 +79,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "compare: -run:", err)
 		os.Exit(2)
 	}
-	rows, err := measure(*rounds, only)
+	libs, err := regexp.Compile(*lib)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compare: -lib:", err)
+		os.Exit(2)
+	}
+	rows, err := measure(*rounds, only, libs)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
@@ -187,7 +193,7 @@ func spanCost(in []row) []row {
 	return out
 }
 
-func measure(rounds int, only *regexp.Regexp) ([]row, error) {
+func measure(rounds int, only, libs *regexp.Regexp) ([]row, error) {
 	// A server of its own for each run: closing it closes the connections
 	// a library leaked, which would otherwise pile up across rounds.
 	srv := bench.Server
@@ -261,7 +267,7 @@ func measure(rounds int, only *regexp.Regexp) ([]row, error) {
 		}
 	}
 	if only.MatchString("fleet") {
-		fleet, err := measureFleet(os.Stderr)
+		fleet, err := measureFleet(os.Stderr, libs)
 		if err != nil {
 			return nil, err
 		}
