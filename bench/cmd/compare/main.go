@@ -60,11 +60,14 @@ type row struct {
 
 func ptr[T any](v T) *T { return &v }
 
+// runFlag is -run as given: the fleet experiment runs only when named.
+var runFlag *string
+
 func main() {
 	asJSON := flag.Bool("json", false, "print one JSON object per measurement")
 	benchtime := flag.Duration("benchtime", 500*time.Millisecond, "time per benchmark and round")
 	rounds := flag.Int("rounds", 5, "rounds of each benchmark, the libraries interleaved; ns/op is their median")
-	run := flag.String("run", "", "measure only those whose name matches this regular expression (e.g. in-memory)")
+	run := flag.String("run", "", "measure only those whose name matches this regular expression (e.g. in-memory; fleet runs only when named: half an hour)")
 	lib := flag.String("lib", "", "in the fleet experiment, only the client libraries whose name matches this regular expression")
 	flag.Parse()
 	testing.Init()
@@ -84,6 +87,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "compare: -lib:", err)
 		os.Exit(2)
 	}
+	runFlag = run
 	rows, err := measure(*rounds, only, libs)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
@@ -266,7 +270,7 @@ func measure(rounds int, only, libs *regexp.Regexp) ([]row, error) {
 			rows = append(rows, r)
 		}
 	}
-	if only.MatchString("fleet") {
+	if *runFlag != "" && only.MatchString("fleet") { // half an hour: only when named
 		fleet, err := measureFleet(os.Stderr, libs)
 		if err != nil {
 			return nil, err
