@@ -105,7 +105,9 @@ type Event struct {
 // docs/architecture.md): the retry layer's response discarded for a
 // retry, retry planned (its wait and cause), pitfall, and refusal by a
 // layer below (its stop reason); a hedge sent; a circuit breaker's state
-// change; a request the throttle refused.
+// change; a request the throttle refused; an attempt that waited for a
+// host's rate limit to reset, or stopped because the reset came after its
+// deadline (pacing, see policy.RetryAfter.Pace).
 const (
 	EventDiscarded     = protocol.EventDiscarded
 	EventRetry         = protocol.EventRetry
@@ -114,6 +116,7 @@ const (
 	EventHedge         = protocol.EventHedge
 	EventBreakerChange = protocol.EventBreaker
 	EventThrottle      = protocol.EventThrottle
+	EventPacing        = protocol.EventPacing
 )
 
 // An Observer is told the events of the operations it observes, on the

@@ -61,13 +61,13 @@ const budgetSlots = 10
 func NewTPSBudget(ttl time.Duration, minPerSec int, ratio float64) (Budget, error) {
 	switch {
 	case ttl < time.Second || ttl > time.Minute:
-		return nil, &ConfigError{Field: "Budget.TTL", Value: ttl, Reason: "must be between 1s and 1m"}
+		return nil, &ConfigError{Field: "Budget.TTL", Value: ttl, Reason: "must be between 1s and 1m (tower's and policy.Default()'s: 10s)"}
 	case minPerSec < 0 || minPerSec > 1<<31-2:
-		return nil, &ConfigError{Field: "Budget.MinPerSecond", Value: minPerSec, Reason: "must be between 0 and 2147483646"}
+		return nil, &ConfigError{Field: "Budget.MinPerSecond", Value: minPerSec, Reason: "must be between 0 and 2147483646 (policy.Default()'s: 10)"}
 	case !(ratio >= 0 && ratio <= 1000): // also rejects NaN
-		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be between 0 and 1000"}
+		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be between 0 and 1000 (0.2: retries add at most 20 % load)"}
 	case ratio > 0 && ratio < minBudgetRatio:
-		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be 0 or at least 1e-6"}
+		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be 0 (only the reserve) or at least 1e-6"}
 	}
 	return newTPSBudget(ttl, minPerSec, ratio), nil
 }
