@@ -45,15 +45,17 @@ const (
 	AttrCookies    = attribute.Key(protocol.AttrCookies)     // cookie-lost: names, never values
 	AttrLayer      = attribute.Key(protocol.AttrLayer)       // which nested retry level: "http" or "stream"
 	AttrReplayed   = attribute.Key("retrystack.replayed")    // the answer is the server's stored one (engine.Report.Replayed)
-	// The cross-layer protocol (package crosslayer): the time left the
-	// attempt told the server, in ms; the attempt of the caller's that the
-	// operation serves, when a crosslayer.Handler said it is a retry.
+	// AttrTimeLeft and AttrCallerAttempt are the cross-layer protocol's
+	// (package crosslayer): the time left the attempt told the server, in
+	// ms; the attempt of the caller's that the operation serves, when a
+	// crosslayer.Handler said it is a retry.
 	AttrTimeLeft      = attribute.Key("retrystack.deadline.time_left_ms")
 	AttrCallerAttempt = attribute.Key("retrystack.caller.attempt")
 	// AttrHedge marks an attempt span that is a hedge (package hedge):
 	// 1 for the first hedge of a send.
 	AttrHedge = attribute.Key(protocol.AttrHedge)
-	// The circuit and the state it entered, on the breaker metric.
+	// AttrBreakerKey and AttrBreakerState are the circuit and the state it
+	// entered, on the breaker metric.
 	AttrBreakerKey   = attribute.Key("retrystack.breaker.key")
 	AttrBreakerState = attribute.Key("retrystack.breaker.state")
 
