@@ -2,6 +2,8 @@ package retrystack_test
 
 import (
 	"flag"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -38,7 +40,20 @@ func TestDocSnippetsAreCompiledCode(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for name, text := range snippetRegions(t, path, string(b)) {
+		found := snippetRegions(t, path, string(b))
+		if len(found) > 0 {
+			// What a doc shows, a user can write: no internal package.
+			f, err := parser.ParseFile(token.NewFileSet(), path, b, parser.ImportsOnly)
+			if err != nil {
+				return err
+			}
+			for _, imp := range f.Imports {
+				if strings.Contains(imp.Path.Value, "/internal/") {
+					t.Errorf("%s holds doc snippets and imports %s, which a user cannot", path, imp.Path.Value)
+				}
+			}
+		}
+		for name, text := range found {
 			if prev, ok := where[name]; ok {
 				t.Errorf("snippet %s is in %s and %s", name, prev, path)
 			}
@@ -96,7 +111,7 @@ func TestDocSnippetsAreCompiledCode(t *testing.T) {
 
 // goBlock is a fenced Go block of a markdown file, with the snippet name
 // on the line before it when there is one.
-var goBlock = regexp.MustCompile("(?m)(?:^<!-- snippet: ([a-z0-9-]+) -->\n)?^```go\n((?s:.*?\n))```$")
+var goBlock = regexp.MustCompile("(?m)(?:^<!-- snippet: ([a-z0-9-]+) -->\n)?^```go\n((?s:.*?))^```$")
 
 // snippetRegions returns the regions of a Go file by name, each text
 // without its common indentation.
