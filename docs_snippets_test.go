@@ -143,7 +143,12 @@ func snippetRegions(t *testing.T, path, src string) map[string]string {
 	return out
 }
 
+// dedent joins lines without their common indentation and without the
+// blank lines at the end (gofmt keeps one before a closing comment).
 func dedent(lines []string) string {
+	for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
+		lines = lines[:len(lines)-1]
+	}
 	indent := -1
 	for _, l := range lines {
 		if strings.TrimSpace(l) == "" {
