@@ -65,10 +65,12 @@ const (
 	EventTransparent = "retrystack.transparent_attempt"
 )
 
-// Config injects the providers. Nil fields use the global ones (otel's
-// defaults are no-ops); a nil Propagator is the global one when the
-// application has set one by the time New runs (as otelhttp uses it), W3C
-// TraceContext otherwise.
+// Config injects the providers, and the options otelhttp users know (a
+// span name, a filter, attributes of your own; docs/telemetry.md sets them
+// beside otelhttp's). Nil fields use the global providers (otel's defaults
+// are no-ops); a nil Propagator is the global one when the application has
+// set one by the time New runs (as otelhttp uses it), W3C TraceContext
+// otherwise. The zero Config traces and measures every request.
 type Config struct {
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
@@ -97,8 +99,8 @@ type Config struct {
 	// and http.client.request.duration of each attempt). nil: none. They
 	// become metric dimensions: keep their values few (a tenant, a route,
 	// never an ID). Asked once per operation, with the caller's request;
-	// it must be safe for concurrent use, and the slice it returns is not
-	// changed afterwards.
+	// it must be safe for concurrent use, and must not change a slice it
+	// returned.
 	Attributes func(req *http.Request) []attribute.KeyValue
 }
 
