@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"github.com/retrystack/retrystack"
@@ -16,8 +18,22 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// redirectToFlaky is the Examples' server: /old redirects to /new, which
+// answers 503 once, then 200.
+func redirectToFlaky() *httptest.Server {
+	var n atomic.Int32
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/old":
+			http.Redirect(w, r, "/new", http.StatusFound)
+		case n.Add(1) == 1:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+}
+
 func Example() {
-	srv, _ := faultserver.New()
+	srv := redirectToFlaky()
 	defer srv.Close()
 
 	p := policy.Default()
@@ -31,7 +47,7 @@ func Example() {
 	fmt.Println(client.Transport)
 
 	// A redirect to a flaky page: each hop passes through cookies and retry.
-	resp, err := client.Get(srv.URL() + "/redirect/302/1?to=/fail/1/503")
+	resp, err := client.Get(srv.URL + "/old")
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -97,7 +113,7 @@ func TestSendsAcrossHops(t *testing.T) {
 // NewTransport retries under a client of your own (or an SDK's): the
 // client follows the redirect, and each hop is retried on its own.
 func ExampleNewTransport() {
-	srv, _ := faultserver.New()
+	srv := redirectToFlaky()
 	defer srv.Close()
 
 	p := policy.Default()
@@ -111,7 +127,7 @@ func ExampleNewTransport() {
 	defer client.CloseIdleConnections()
 	fmt.Println(rt)
 
-	resp, err := client.Get(srv.URL() + "/redirect/302/1?to=/fail/1/503")
+	resp, err := client.Get(srv.URL + "/old")
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 
 	"github.com/retrystack/retrystack/cookiejar"
-	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/middleware"
 )
 
@@ -14,14 +15,24 @@ import (
 // /login sets lb=node-2 on its first answer and session=abc on the next,
 // and /me answers with the Cookie header it received.
 func ExampleLayer() {
-	srv, _ := faultserver.New()
+	var logins atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/login" && logins.Add(1) == 1:
+			http.SetCookie(w, &http.Cookie{Name: "lb", Value: "node-2", Path: "/"})
+		case r.URL.Path == "/login":
+			http.SetCookie(w, &http.Cookie{Name: "session", Value: "abc", Path: "/"})
+		case r.URL.Path == "/me":
+			io.WriteString(w, r.Header.Get("Cookie"))
+		}
+	}))
 	defer srv.Close()
 	s, _ := middleware.NewStack(cookiejar.Layer(cookiejar.Config{Jar: cookiejar.NewJar()}))
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: s.Then(tr)}
 	for _, path := range []string{"/login", "/login", "/me"} {
-		resp, err := c.Get(srv.URL() + path)
+		resp, err := c.Get(srv.URL + path)
 		if err != nil {
 			fmt.Println(err)
 			return

@@ -93,11 +93,11 @@ func New(cfg Config) (*Engine, error) {
 	}
 	switch {
 	case cfg.ReplayLimit < 0:
-		return nil, &policy.ConfigError{Field: "ReplayLimit", Value: cfg.ReplayLimit, Reason: "must not be negative"}
+		return nil, &policy.ConfigError{Field: "ReplayLimit", Value: cfg.ReplayLimit, Reason: "must not be negative (0: the default, 256 KiB)"}
 	case cfg.ReplayLimit > 1<<30:
-		return nil, &policy.ConfigError{Field: "ReplayLimit", Value: cfg.ReplayLimit, Reason: "must be at most 1 GiB"}
+		return nil, &policy.ConfigError{Field: "ReplayLimit", Value: cfg.ReplayLimit, Reason: "must be at most 1 GiB (0: the default, 256 KiB)"}
 	case cfg.ReplayTotal < 0:
-		return nil, &policy.ConfigError{Field: "ReplayTotal", Value: cfg.ReplayTotal, Reason: "must not be negative"}
+		return nil, &policy.ConfigError{Field: "ReplayTotal", Value: cfg.ReplayTotal, Reason: "must not be negative (0: the default, 16 MiB)"}
 	}
 	layer := cfg.Layer
 	if layer == "" {
@@ -149,11 +149,11 @@ func checkSignals(s crosslayer.Signals, attempt, timeout, shouldRetry string) er
 	}
 	for i, f := range fields {
 		if !httpguts.ValidHeaderFieldName(f.name) {
-			return &policy.ConfigError{Field: f.field, Value: f.set, Reason: "is not a valid header name"}
+			return &policy.ConfigError{Field: f.field, Value: f.set, Reason: "is not a valid header name (RFC 9110 token characters; empty: the default name)"}
 		}
 		for _, prev := range fields[:i] {
 			if prev.name == f.name {
-				return &policy.ConfigError{Field: f.field, Value: f.set, Reason: "is also " + prev.field + "'s name"}
+				return &policy.ConfigError{Field: f.field, Value: f.set, Reason: "is also " + prev.field + "'s name: give each signal its own header"}
 			}
 		}
 	}

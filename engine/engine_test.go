@@ -3,9 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
+	"go/version"
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -474,8 +476,13 @@ type closeTracker struct {
 func (c *closeTracker) Close() error { c.closed = true; return nil }
 
 // Discarded bodies are drained so the connection is reused, unless they are
-// longer than the drain limit.
+// longer than the drain limit: then they are closed unread, and on Go 1.26
+// the connection is not reused. From Go 1.27, net/http's own Close drains
+// a body (up to 256 KiB, for 50 ms) on the connection's goroutine, so
+// whether the next attempt finds the connection back in the pool is a
+// race: the long row is checked on Go 1.26 only.
 func TestDiscardedBodies(t *testing.T) {
+	stdlibDrains := version.Compare(runtime.Version(), "go1.27") >= 0
 	for _, tt := range []struct {
 		size       int
 		wantReused []bool
@@ -500,6 +507,10 @@ func TestDiscardedBodies(t *testing.T) {
 		}
 		resp.Body.Close()
 		mu.Lock()
+		if tt.size > wire.DrainLimit && stdlibDrains {
+			reused = reused[:min(1, len(reused))] // the first attempt dials; the others race the stdlib's drain
+			tt.wantReused = tt.wantReused[:1]
+		}
 		if diff := cmp.Diff(tt.wantReused, reused); diff != "" {
 			t.Errorf("size %d: connection reused (-want +got):\n%s", tt.size, diff)
 		}
@@ -523,9 +534,13 @@ func TestProcessedState(t *testing.T) {
 	if got := rep.Attempts[0].Processed; got != policy.Responded {
 		t.Errorf("200: processed %v", got)
 	}
-	// Nothing listens: the dial fails before anything is written.
+	// Nothing listens: the dial fails before anything is written. The idle
+	// connection of the 200 goes first: written to before the client sees
+	// the server closed it, it would make the POST sent-no-response (Go
+	// 1.27 reuses it that way about every other run).
 	closed := f.srv.URL()
 	f.srv.Close()
+	f.client.CloseIdleConnections()
 	req, _ := http.NewRequest("POST", closed+"/orders", strings.NewReader("x"))
 	_, err = f.client.Do(req)
 	var ee *Error

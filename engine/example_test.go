@@ -3,16 +3,22 @@ package engine_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/policy"
 )
 
 // The retry layer in a client: the server fails twice, the third attempt
 // succeeds, and the report says what happened on the wire.
 func Example() {
-	srv, _ := faultserver.New()
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) <= 2 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
 	defer srv.Close()
 
 	p := policy.Default()
@@ -25,7 +31,7 @@ func Example() {
 	client := &http.Client{Transport: e.Layer().Wrap(nil)}
 	defer client.CloseIdleConnections()
 
-	resp, err := client.Get(srv.URL() + "/fail/2/503")
+	resp, err := client.Get(srv.URL)
 	if err != nil {
 		fmt.Println(err)
 		return

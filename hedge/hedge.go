@@ -14,6 +14,7 @@ import (
 	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
 )
 
 // Config configures the hedging layer. The zero value sends one hedge
@@ -40,13 +41,18 @@ type Config struct {
 // Layer returns a hedging layer named "hedge". A bad Config makes the layer
 // invalid: NewStack reports it.
 func Layer(cfg Config) middleware.Layer {
+	bad := func(field string, value any, reason string) middleware.Layer {
+		return middleware.Layer{Name: "hedge", Err: &policy.ConfigError{Field: "hedge.Config." + field, Value: value, Reason: reason}}
+	}
 	switch {
-	case cfg.Delay < 0, cfg.Fallback < 0, cfg.MaxHedges < 0:
-		return middleware.Layer{Name: "hedge", Err: errors.New("negative Delay, Fallback or MaxHedges")}
-	case cfg.MaxHedges > maxHedges:
-		return middleware.Layer{Name: "hedge", Err: fmt.Errorf("MaxHedges %d is above %d", cfg.MaxHedges, maxHedges)}
+	case cfg.Delay < 0:
+		return bad("Delay", cfg.Delay, "must not be negative (0: wait for the Percentile of recent latencies)")
+	case cfg.Fallback < 0:
+		return bad("Fallback", cfg.Fallback, "must not be negative (0: the default, 100ms)")
+	case cfg.MaxHedges < 0 || cfg.MaxHedges > maxHedges:
+		return bad("MaxHedges", cfg.MaxHedges, fmt.Sprintf("must be between 0 and %d (0: the default, 1)", maxHedges))
 	case cfg.Percentile < 0 || cfg.Percentile >= 1 || math.IsNaN(cfg.Percentile):
-		return middleware.Layer{Name: "hedge", Err: errors.New("the Percentile is outside (0, 1)")}
+		return bad("Percentile", cfg.Percentile, "must be in (0, 1), e.g. 0.95 (0: the default, 0.95)")
 	}
 	if cfg.Percentile == 0 {
 		cfg.Percentile = 0.95

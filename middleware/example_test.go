@@ -67,5 +67,5 @@ func ExampleStack_Swap() {
 	fmt.Println(err)
 	// Output:
 	// redirect → retry → cookies → transport
-	// middleware: layer "cache": not in the stack (have redirect, cookies, retry)
+	// middleware: layer "cache": not in the stack: redirect → cookies → retry → transport
 }

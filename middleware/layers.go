@@ -14,8 +14,8 @@ const defaultStatusBodyLimit = 4 << 10
 
 // ErrorForStatus returns the layer "error-for-status": a response with status
 // 400 or more is replaced by a [*StatusError] carrying the status, the headers
-// and at most limit bytes of the body (limit <= 0 means
-// [defaultStatusBodyLimit]); the body is then closed.
+// and at most limit bytes of the body (limit <= 0 means 4 KiB); the body is
+// then closed.
 //
 // Placed outermost it sees only the final response, which is the fix for the
 // "Ok(503)" trap: a retry layer that gives up hands back its last response,

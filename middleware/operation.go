@@ -105,7 +105,9 @@ type Event struct {
 // docs/architecture.md): the retry layer's response discarded for a
 // retry, retry planned (its wait and cause), pitfall, and refusal by a
 // layer below (its stop reason); a hedge sent; a circuit breaker's state
-// change; a request the throttle refused; a request the concurrency
+// change; a request the throttle refused; an attempt that waited for a
+// host's rate limit to reset, or stopped because the reset came after its
+// deadline (pacing, see policy.RetryAfter.Pace); a request the concurrency
 // limit refused; a fault the chaos layer injected.
 const (
 	EventDiscarded     = protocol.EventDiscarded
@@ -117,6 +119,7 @@ const (
 	EventThrottle      = protocol.EventThrottle
 	EventLimit         = protocol.EventLimit
 	EventChaos         = protocol.EventChaos
+	EventPacing        = protocol.EventPacing
 )
 
 // An Observer is told the events of the operations it observes, on the

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/retrystack/retrystack/internal/operation"
@@ -118,11 +119,11 @@ func (s Stack) Then(base http.RoundTripper) http.RoundTripper {
 
 // Swap returns the stack with layers a and b exchanged.
 func (s Stack) Swap(a, b string) (Stack, error) {
-	i, err := s.index(a)
+	i, err := s.index(a, opMove)
 	if err != nil {
 		return Stack{}, err
 	}
-	j, err := s.index(b)
+	j, err := s.index(b, opMove)
 	if err != nil {
 		return Stack{}, err
 	}
@@ -133,7 +134,7 @@ func (s Stack) Swap(a, b string) (Stack, error) {
 
 // Without returns the stack without the named layer.
 func (s Stack) Without(name string) (Stack, error) {
-	i, err := s.index(name)
+	i, err := s.index(name, opRemove)
 	if err != nil {
 		return Stack{}, err
 	}
@@ -143,6 +144,8 @@ func (s Stack) Without(name string) (Stack, error) {
 }
 
 // InsertBefore returns the stack with l placed just outside the named layer.
+// To place a layer just above the base ("transport"), use InsertAfter with
+// the innermost layer's name.
 func (s Stack) InsertBefore(name string, l Layer) (Stack, error) {
 	return s.insert(name, 0, l)
 }
@@ -152,13 +155,16 @@ func (s Stack) InsertAfter(name string, l Layer) (Stack, error) {
 	return s.insert(name, 1, l)
 }
 
-// Select returns a stack of the named layers in the given order, dropping
-// the others: Select("redirect", "retry", "cookies") moves cookies inside
-// retry. Names may not repeat.
+// Select returns the stack's layers in the given order:
+// Select("redirect", "retry", "cookies") moves cookies inside retry. Every
+// layer of the stack must be named, once: Select never drops a layer (an
+// "attempt-telemetry" left out would silently end the attempt spans), and
+// a layer left out is a [*LayerError] naming it. To remove a layer, use
+// [Stack.Without].
 func (s Stack) Select(names ...string) (Stack, error) {
 	out := make([]Layer, 0, len(names))
 	for k, name := range names {
-		i, err := s.index(name)
+		i, err := s.index(name, opMove)
 		if err != nil {
 			return Stack{}, err
 		}
@@ -169,18 +175,33 @@ func (s Stack) Select(names ...string) (Stack, error) {
 		}
 		out = append(out, s.layers[i])
 	}
+	if len(out) < len(s.layers) {
+		var left []string
+		for _, l := range s.layers {
+			if !slices.Contains(names, l.Name) {
+				left = append(left, l.Name)
+			}
+		}
+		return Stack{}, &LayerError{Name: left[0], Reason: "left out of Select(" + strings.Join(names, ", ") +
+			"), which only reorders the stack " + s.String() + ": name every layer (" + strings.Join(left, ", ") +
+			" missing), or remove one with Without"}
+	}
 	return Stack{layers: out}, nil
 }
 
 func (s Stack) insert(name string, offset int, l Layer) (Stack, error) {
-	i, err := s.index(name)
+	op := opInsertBefore
+	if offset == 1 {
+		op = opInsertAfter
+	}
+	i, err := s.index(name, op)
 	if err != nil {
 		return Stack{}, err
 	}
 	if err := validate(l); err != nil {
 		return Stack{}, err
 	}
-	if _, err := s.index(l.Name); err == nil {
+	if _, err := s.index(l.Name, opMove); err == nil {
 		return Stack{}, &LayerError{Name: l.Name, Reason: "duplicate name"}
 	}
 	at := i + offset
@@ -190,17 +211,43 @@ func (s Stack) insert(name string, offset int, l Layer) (Stack, error) {
 	return Stack{layers: append(out, s.layers[at:]...)}, nil
 }
 
-func (s Stack) index(name string) (int, error) {
+// The stack operations, for index's errors.
+const (
+	opMove = iota
+	opRemove
+	opInsertBefore
+	opInsertAfter
+)
+
+// index returns the position of the named layer, or an error that shows
+// the stack the way String prints it and, for the base's name, what to do
+// instead.
+func (s Stack) index(name string, op int) (int, error) {
 	for i, l := range s.layers {
 		if l.Name == name {
 			return i, nil
 		}
 	}
-	have := "the stack is empty"
-	if len(s.layers) > 0 {
-		have = "have " + strings.Join(s.Names(), ", ")
+	if name != baseName {
+		if len(s.layers) == 0 {
+			return -1, &LayerError{Name: name, Reason: "not in the stack, which has no layers: " + s.String()}
+		}
+		return -1, &LayerError{Name: name, Reason: "not in the stack: " + s.String()}
 	}
-	return -1, &LayerError{Name: name, Reason: "not in the stack (" + have + ")"}
+	reason := "is the base, not a layer, in " + s.String() + ": "
+	switch {
+	case op == opInsertBefore && len(s.layers) > 0:
+		reason += "to place a layer just above it, use InsertAfter(\"" + s.layers[len(s.layers)-1].Name + "\", l)"
+	case op == opInsertBefore:
+		reason += "to place a layer above it, use NewStack(l)"
+	case op == opInsertAfter:
+		reason += "nothing goes below it: wrap the RoundTripper you pass to Then"
+	case op == opRemove:
+		reason += "it cannot be removed: pass another RoundTripper to Then"
+	default:
+		reason += "it always stays innermost: name only layers"
+	}
+	return -1, &LayerError{Name: name, Reason: reason}
 }
 
 // chain is what Then returns: the outermost RoundTripper plus the base, so

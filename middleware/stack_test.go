@@ -9,7 +9,6 @@ import (
 	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/rttest"
 	"github.com/retrystack/retrystack/middleware"
-	"strings"
 )
 
 func pass(name string) middleware.Layer {
@@ -66,7 +65,7 @@ func TestStackEdits(t *testing.T) {
 		{"insert before first", func(s middleware.Stack) (middleware.Stack, error) { return s.InsertBefore("redirect", pass("otel")) }, []string{"otel", "redirect", "cookies", "retry"}},
 		{"insert after last", func(s middleware.Stack) (middleware.Stack, error) { return s.InsertAfter("retry", pass("attempt")) }, []string{"redirect", "cookies", "retry", "attempt"}},
 		{"insert after middle", func(s middleware.Stack) (middleware.Stack, error) { return s.InsertAfter("cookies", pass("auth")) }, []string{"redirect", "cookies", "auth", "retry"}},
-		{"select reorders and drops", func(s middleware.Stack) (middleware.Stack, error) { return s.Select("retry", "redirect") }, []string{"retry", "redirect"}},
+		{"select reorders", func(s middleware.Stack) (middleware.Stack, error) { return s.Select("retry", "redirect", "cookies") }, []string{"retry", "redirect", "cookies"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,12 +90,18 @@ func TestStackEditErrors(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"swap unknown", second(s.Swap("cookies", "cache")), &middleware.LayerError{Name: "cache", Reason: "not in the stack (have " + strings.Join(s.Names(), ", ") + ")"}},
-		{"without unknown", second(s.Without("cache")), &middleware.LayerError{Name: "cache", Reason: "not in the stack (have " + strings.Join(s.Names(), ", ") + ")"}},
-		{"insert next to unknown", second(s.InsertBefore("cache", pass("x"))), &middleware.LayerError{Name: "cache", Reason: "not in the stack (have " + strings.Join(s.Names(), ", ") + ")"}},
+		{"swap unknown", second(s.Swap("cookies", "cache")), &middleware.LayerError{Name: "cache", Reason: "not in the stack: redirect → cookies → retry → transport"}},
+		{"without unknown", second(s.Without("cache")), &middleware.LayerError{Name: "cache", Reason: "not in the stack: redirect → cookies → retry → transport"}},
+		{"insert next to unknown", second(s.InsertBefore("cache", pass("x"))), &middleware.LayerError{Name: "cache", Reason: "not in the stack: redirect → cookies → retry → transport"}},
 		{"insert duplicate", second(s.InsertAfter("retry", pass("cookies"))), &middleware.LayerError{Name: "cookies", Reason: "duplicate name"}},
 		{"insert invalid", second(s.InsertAfter("retry", middleware.Layer{Name: "x"})), &middleware.LayerError{Name: "x", Reason: "nil Wrap"}},
-		{"select unknown", second(s.Select("retry", "transport")), &middleware.LayerError{Name: "transport", Reason: "not in the stack (have " + strings.Join(s.Names(), ", ") + ")"}},
+		{"select unknown", second(s.Select("retry", "cache")), &middleware.LayerError{Name: "cache", Reason: "not in the stack: redirect → cookies → retry → transport"}},
+		{"select the base", second(s.Select("retry", "transport")), &middleware.LayerError{Name: "transport", Reason: "is the base, not a layer, in redirect → cookies → retry → transport: it always stays innermost: name only layers"}},
+		{"select leaves layers out", second(s.Select("retry", "redirect")), &middleware.LayerError{Name: "cookies", Reason: "left out of Select(retry, redirect), which only reorders the stack redirect → cookies → retry → transport: name every layer (cookies missing), or remove one with Without"}},
+		{"insert before the base", second(s.InsertBefore("transport", pass("x"))), &middleware.LayerError{Name: "transport", Reason: `is the base, not a layer, in redirect → cookies → retry → transport: to place a layer just above it, use InsertAfter("retry", l)`}},
+		{"insert after the base", second(s.InsertAfter("transport", pass("x"))), &middleware.LayerError{Name: "transport", Reason: "is the base, not a layer, in redirect → cookies → retry → transport: nothing goes below it: wrap the RoundTripper you pass to Then"}},
+		{"remove the base", second(s.Without("transport")), &middleware.LayerError{Name: "transport", Reason: "is the base, not a layer, in redirect → cookies → retry → transport: it cannot be removed: pass another RoundTripper to Then"}},
+		{"swap with the base", second(s.Swap("retry", "transport")), &middleware.LayerError{Name: "transport", Reason: "is the base, not a layer, in redirect → cookies → retry → transport: it always stays innermost: name only layers"}},
 		{"select repeated", second(s.Select("retry", "retry")), &middleware.LayerError{Name: "retry", Reason: "duplicate name"}},
 	}
 	for _, tt := range tests {
@@ -168,7 +173,7 @@ func TestCloseIdleOverFuncBase(t *testing.T) {
 func TestUnknownLayerInEmptyStack(t *testing.T) {
 	var s middleware.Stack
 	_, err := s.Without("retry")
-	if got, want := err.Error(), `middleware: layer "retry": not in the stack (the stack is empty)`; got != want {
+	if got, want := err.Error(), `middleware: layer "retry": not in the stack, which has no layers: transport`; got != want {
 		t.Errorf("error %q, want %q", got, want)
 	}
 }

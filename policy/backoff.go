@@ -29,8 +29,9 @@ type Backoff struct {
 	Cap    time.Duration // the longest wait before jitter; 0: no cap
 	Jitter Jitter
 	// Make, when set, makes the waits instead, and Base, Cap and Jitter
-	// must be zero: any go-retry backoff (constant, Fibonacci, its
-	// decorators, withFullJitter below), a new one for each operation,
+	// must be zero: any go-retry backoff (retry.NewConstant,
+	// retry.NewFibonacci, decorators such as retry.WithMaxRetries), a new
+	// one for each operation,
 	// since go-retry backoffs hold state. When it says stop, the
 	// operation stops as attempts-exhausted.
 	Make func() retry.Backoff

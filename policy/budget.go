@@ -73,13 +73,13 @@ const maxMinPerSec = 1_000_000
 func NewTPSBudget(ttl time.Duration, minPerSec int, ratio float64) (Budget, error) {
 	switch {
 	case ttl < time.Second || ttl > time.Minute:
-		return nil, &ConfigError{Field: "Budget.TTL", Value: ttl, Reason: "must be between 1s and 1m"}
+		return nil, &ConfigError{Field: "Budget.TTL", Value: ttl, Reason: "must be between 1s and 1m (tower's: 10s)"}
 	case minPerSec < 0 || minPerSec > maxMinPerSec:
-		return nil, &ConfigError{Field: "Budget.MinPerSecond", Value: minPerSec, Reason: "must be between 0 and 1000000: a reserve of more retries a second than any client sends never refuses one"}
+		return nil, &ConfigError{Field: "Budget.MinPerSecond", Value: minPerSec, Reason: "must be between 0 and 1000000 (tower's: 10): a reserve of more retries a second than any client sends never refuses one"}
 	case !(ratio >= 0 && ratio <= 1000): // also rejects NaN
-		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be between 0 and 1000"}
+		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be between 0 and 1000 (0.2: retries add at most 20 % load)"}
 	case ratio > 0 && ratio < minBudgetRatio:
-		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be 0 or at least 1e-6"}
+		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be 0 (only the reserve) or at least 1e-6"}
 	case ratio == 0 && minPerSec == 0:
 		return nil, &ConfigError{Field: "Budget.MinPerSecond", Value: minPerSec, Reason: "must be above 0 when Budget.Ratio is 0: with neither a reserve nor a ratio the budget never allows a retry (set Policy.MaxAttempts to 1 for that)"}
 	}

@@ -290,18 +290,18 @@ func TestEarnedBudgetRefund(t *testing.T) {
 // not, two for its retry): a client of fewer than 20 successes a second
 // never retries a timeout, and its stock does not help.
 func TestEarnedBudgetAfterTimeout(t *testing.T) {
-	b, now := earned(0.2, 2)
+	b, _ := earned(0.2, 2)
 	if b.WithdrawAfterTimeout() {
 		t.Fatal("a new budget retried a timeout: its stock is for fast failures")
 	}
-	b, now = earned(0.2, 2)
+	b, _ = earned(0.2, 2)
 	for range 19 {
 		b.Deposit()
 	}
 	if b.WithdrawAfterTimeout() {
 		t.Fatal("19 successes in the last second paid for a timeout's retry; it takes 20")
 	}
-	b, now = earned(0.2, 2)
+	b, _ = earned(0.2, 2)
 	for range 20 {
 		b.Deposit()
 	}
@@ -309,7 +309,7 @@ func TestEarnedBudgetAfterTimeout(t *testing.T) {
 		t.Fatal("20 successes in the last second should pay for exactly one timeout's retry")
 	}
 	// A timeout that is not retried spends two retries' worth still.
-	b, now = earned(0.2, 2)
+	b, now := earned(0.2, 2)
 	for range 30 {
 		b.Deposit()
 	}

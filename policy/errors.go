@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"strings"
 	"syscall"
 
 	"golang.org/x/net/http2"
@@ -141,14 +142,26 @@ func KindOf(err error) ErrorKind {
 }
 
 // bundledHTTP2 classifies the HTTP/2 errors of net/http's own HTTP/2
-// implementation (h2_bundle.go), which http.Transport uses unless told
-// otherwise: their types are unexported copies of x/net's, so errors.As
-// cannot name them. It recognises them by package, type name and the
-// error-code field, never by message, along err's Unwrap chain.
+// implementation, which http.Transport uses unless told otherwise: in Go
+// 1.26 unexported copies of x/net's types (h2_bundle.go's
+// http2StreamError, http2GoAwayError), from Go 1.27 the types of the
+// internal package net/http/internal/http2 (StreamError, GoAwayError),
+// which x/net's transport also returns there. errors.As cannot name
+// either, so it recognises them by package, type name and the error-code
+// field, never by message, along err's Unwrap chain.
 func bundledHTTP2(err error) (ErrorKind, bool) {
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		t := reflect.TypeOf(e)
-		if t.Kind() != reflect.Struct || t.PkgPath() != "net/http" || t.NumField() < 2 {
+		if t.Kind() != reflect.Struct || t.NumField() < 2 {
+			continue
+		}
+		var typeName string
+		switch t.PkgPath() {
+		case "net/http": // Go 1.26
+			typeName = strings.TrimPrefix(t.Name(), "http2")
+		case "net/http/internal/http2": // Go 1.27
+			typeName = t.Name()
+		default:
 			continue
 		}
 		code, name := reflect.ValueOf(e).Field(1), t.Field(1).Name
@@ -156,9 +169,9 @@ func bundledHTTP2(err error) (ErrorKind, bool) {
 			continue
 		}
 		switch {
-		case t.Name() == "http2StreamError" && name == "Code":
+		case typeName == "StreamError" && name == "Code":
 			return streamKind(http2.ErrCode(code.Uint())), true
-		case t.Name() == "http2GoAwayError" && name == "ErrCode":
+		case typeName == "GoAwayError" && name == "ErrCode":
 			if http2.ErrCode(code.Uint()) == http2.ErrCodeNo {
 				return ErrorGoAway, true
 			}

@@ -71,3 +71,17 @@ func (f *fixedRetries) Withdraw() bool {
 	f.left--
 	return true
 }
+
+// Start from a preset and change fields; a Policy built from its zero
+// value is invalid, and its error says where to start.
+func ExampleDefault() {
+	p := policy.Default()
+	p.Timeout = 10 * time.Second // one deadline for attempts, waits and the final body
+	fmt.Println(p.Name, p.MaxAttempts, p.Backoff.Base, p.Backoff.Cap, p.Timeout, p.Validate())
+
+	zero := policy.Policy{Timeout: 10 * time.Second}
+	fmt.Println(zero.Validate())
+	// Output:
+	// default 3 100ms 8s 10s <nil>
+	// policy: MaxAttempts = 0: a Policy built from its zero value retries nothing and is invalid: start from policy.Default() (or policy.Never()) and change fields, e.g. p := policy.Default(); p.Timeout = 10 * time.Second
+}

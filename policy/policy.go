@@ -14,7 +14,8 @@ type Policy struct {
 	// Name labels the policy in reports and the lab, e.g. "default".
 	Name string
 	// MaxAttempts counts every attempt, the first included: 1 never
-	// retries. It must be between 1 and maxAttemptsLimit.
+	// retries. It must be between 1 and 10 000; the zero value is invalid
+	// (start from [Default]).
 	MaxAttempts int
 	// AttemptTimeout bounds each attempt, from sending to the end of its
 	// body; an attempt gets min(AttemptTimeout, time left). 0: no limit.
@@ -167,27 +168,34 @@ func (p *Policy) Validate() error {
 		return &ConfigError{Field: field, Value: value, Reason: reason}
 	}
 	switch {
+	case p.MaxAttempts == 0 && p.Classify == nil:
+		// A Policy built from its zero value, e.g. Policy{Timeout: d}.
+		return bad("MaxAttempts", 0, zeroPolicy)
 	case p.MaxAttempts < 1 || p.MaxAttempts > maxAttemptsLimit:
-		return bad("MaxAttempts", p.MaxAttempts, fmt.Sprintf("must be between 1 and %d", maxAttemptsLimit))
+		return bad("MaxAttempts", p.MaxAttempts, fmt.Sprintf("must be between 1 and %d (1 never retries; policy.Default() has 3)", maxAttemptsLimit))
 	case p.AttemptTimeout < 0:
-		return bad("AttemptTimeout", p.AttemptTimeout, "must not be negative")
+		return bad("AttemptTimeout", p.AttemptTimeout, "must not be negative (0: no limit per attempt)")
 	case p.Timeout < 0:
-		return bad("Timeout", p.Timeout, "must not be negative")
+		return bad("Timeout", p.Timeout, "must not be negative (0: only the caller's context bounds the operation)")
 	case p.Classify == nil:
-		return bad("Classify", nil, "required")
+		return bad("Classify", nil, "required: assign a Rules value's Classify method, or start from policy.Default() or policy.Never()")
 	case p.Backoff.Base < 0:
-		return bad("Backoff.Base", p.Backoff.Base, "must not be negative")
+		return bad("Backoff.Base", p.Backoff.Base, "must not be negative (0: no wait between attempts)")
 	case p.Backoff.Cap < 0:
-		return bad("Backoff.Cap", p.Backoff.Cap, "must not be negative")
+		return bad("Backoff.Cap", p.Backoff.Cap, "must not be negative (0: no cap)")
 	case p.Backoff.Make != nil && (p.Backoff.Base != 0 || p.Backoff.Cap != 0 || p.Backoff.Jitter != JitterFull):
-		return bad("Backoff.Make", "set with Base, Cap or Jitter", "set either Make or the exponential fields")
+		return bad("Backoff.Make", "set with Base, Cap or Jitter", "set either Make or Base, Cap and Jitter: clear the others")
 	case p.Backoff.Jitter > JitterTenPercent:
-		return bad("Backoff.Jitter", p.Backoff.Jitter, "unknown jitter")
+		return bad("Backoff.Jitter", p.Backoff.Jitter, "unknown jitter: use JitterFull, JitterNone or JitterTenPercent")
 	case p.RetryAfter.Max < 0:
-		return bad("RetryAfter.Max", p.RetryAfter.Max, "must not be negative")
+		return bad("RetryAfter.Max", p.RetryAfter.Max, "must not be negative (0: only the deadline limits a hint)")
 	}
 	return nil
 }
+
+// zeroPolicy is the fix for a Policy built from its zero value.
+const zeroPolicy = "a Policy built from its zero value retries nothing and is invalid: " +
+	"start from policy.Default() (or policy.Never()) and change fields, e.g. p := policy.Default(); p.Timeout = 10 * time.Second"
 
 func orDefault(rnd func() float64) func() float64 {
 	if rnd == nil {

@@ -7,8 +7,9 @@ import (
 	"github.com/retrystack/retrystack/internal/protocol"
 )
 
-// Rules builds the usual classifier from its parts. Its Classify method is
-// a [Classifier]; a Rules value is read-only once in use.
+// Rules builds the usual classifier from its parts: assign its
+// [Rules.Classify] method to [Policy.Classify]. A Rules value is read-only
+// once in use.
 type Rules struct {
 	// Statuses are the response statuses to retry. Other statuses stop the
 	// operation: below 400 as a success, from 400 on as non-retryable.

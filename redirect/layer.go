@@ -9,6 +9,7 @@ import (
 
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
 )
 
 // defaultMaxHops is the hop limit when Config.MaxHops is 0: ten hops are
@@ -56,7 +57,8 @@ func (e *LocationError) Unwrap() error { return e.Err }
 // gives a layer that NewStack rejects.
 func Layer(cfg Config) middleware.Layer {
 	if cfg.MaxHops < 0 {
-		return middleware.Layer{Name: "redirect", Err: fmt.Errorf("MaxHops %d is negative", cfg.MaxHops)}
+		return middleware.Layer{Name: "redirect", Err: &policy.ConfigError{Field: "redirect.Config.MaxHops", Value: cfg.MaxHops,
+			Reason: "must not be negative (0: the default, 10; to follow none, set Check to return http.ErrUseLastResponse)"}}
 	}
 	if cfg.MaxHops == 0 {
 		cfg.MaxHops = defaultMaxHops

@@ -45,15 +45,17 @@ const (
 	AttrCookies    = attribute.Key(protocol.AttrCookies)     // cookie-lost: names, never values
 	AttrLayer      = attribute.Key(protocol.AttrLayer)       // which nested retry level: "http" or "stream"
 	AttrReplayed   = attribute.Key("retrystack.replayed")    // the answer is the server's stored one (engine.Report.Replayed)
-	// The cross-layer protocol (package crosslayer): the time left the
-	// attempt told the server, in ms; the attempt of the caller's that the
-	// operation serves, when a crosslayer.Handler said it is a retry.
+	// AttrTimeLeft and AttrCallerAttempt are the cross-layer protocol's
+	// (package crosslayer): the time left the attempt told the server, in
+	// ms; the attempt of the caller's that the operation serves, when a
+	// crosslayer.Handler said it is a retry.
 	AttrTimeLeft      = attribute.Key("retrystack.deadline.time_left_ms")
 	AttrCallerAttempt = attribute.Key("retrystack.caller.attempt")
 	// AttrHedge marks an attempt span that is a hedge (package hedge):
 	// 1 for the first hedge of a send.
 	AttrHedge = attribute.Key(protocol.AttrHedge)
-	// The circuit and the state it entered, on the breaker metric.
+	// AttrBreakerKey and AttrBreakerState are the circuit and the state it
+	// entered, on the breaker metric.
 	AttrBreakerKey   = attribute.Key("retrystack.breaker.key")
 	AttrBreakerState = attribute.Key("retrystack.breaker.state")
 
@@ -63,14 +65,43 @@ const (
 	EventTransparent = "retrystack.transparent_attempt"
 )
 
-// Config injects the providers. Nil fields use the global ones (otel's
-// defaults are no-ops); a nil Propagator is the global one when the
-// application has set one by the time New runs (as otelhttp uses it), W3C
-// TraceContext otherwise.
+// Config injects the providers, and the options otelhttp users know (a
+// span name, a filter, attributes of your own; docs/telemetry.md sets them
+// beside otelhttp's). Nil fields use the global providers (otel's defaults
+// are no-ops); a nil Propagator is the global one when the application has
+// set one by the time New runs (as otelhttp uses it), W3C TraceContext
+// otherwise. The zero Config traces and measures every request.
 type Config struct {
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 	Propagator     propagation.TextMapPropagator
+
+	// SpanName names a request's operation span, as otelhttp's
+	// WithSpanNameFormatter does; nil: "retrystack {method}" ("retrystack
+	// HTTP" for an unknown method). It is given the caller's request as it
+	// enters the stack. Keep the names few (a route, never a URL): tools
+	// group spans by name. The attempt spans keep the conventions' names
+	// ("{method}"). Called on the request's goroutine; it must be safe for
+	// concurrent use.
+	SpanName func(req *http.Request) string
+	// Filter picks the requests to trace and measure, as otelhttp's
+	// WithFilter does; nil: all of them. A request it returns false for
+	// gets no operation span, no attempt spans, no trace context in its
+	// headers, and is left out of every metric (its retries still
+	// happen). It is asked once per operation, with the caller's request,
+	// by the operation layer; the attempt layer asks it itself only when
+	// it runs without one. It must be safe for concurrent use.
+	Filter func(req *http.Request) bool
+	// Attributes returns attributes of your own for a request, as
+	// otelhttp's Labeler and WithMetricAttributesFn give: they are set on
+	// its operation span when it starts (a sampler sees them) and added to
+	// its measurements (retrystack.client.operation.duration and .resends,
+	// and http.client.request.duration of each attempt). nil: none. They
+	// become metric dimensions: keep their values few (a tenant, a route,
+	// never an ID). Asked once per operation, with the caller's request;
+	// it must be safe for concurrent use, and must not change a slice it
+	// returned.
+	Attributes func(req *http.Request) []attribute.KeyValue
 }
 
 // Telemetry holds the tracer, the propagator and the instruments. It is
@@ -78,6 +109,11 @@ type Config struct {
 type Telemetry struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
+
+	spanName   func(*http.Request) string
+	filter     func(*http.Request) bool
+	attributes func(*http.Request) []attribute.KeyValue
+	untraced   *untraced // the mark of an operation Filter left out
 
 	reqDuration httpconv.ClientRequestDuration
 	opDuration  metric.Float64Histogram
@@ -109,7 +145,9 @@ func New(cfg Config) (*Telemetry, error) {
 	}
 	v := version()
 	m := mp.Meter(scopeName, metric.WithInstrumentationVersion(v))
-	t := &Telemetry{tracer: tp.Tracer(scopeName, trace.WithInstrumentationVersion(v)), prop: prop}
+	t := &Telemetry{tracer: tp.Tracer(scopeName, trace.WithInstrumentationVersion(v)), prop: prop,
+		spanName: cfg.SpanName, filter: cfg.Filter, attributes: cfg.Attributes}
+	t.untraced = &untraced{t: t}
 	var errs [11]error
 	t.reqDuration, errs[0] = httpconv.NewClientRequestDuration(m)
 	t.opDuration, errs[1] = m.Float64Histogram("retrystack.client.operation.duration", metric.WithUnit("s"),
@@ -306,12 +344,27 @@ type opSpan struct {
 	status        int                  // the final response's; 0 without one
 	timed         bool                 // the metrics record: start is set
 	callerAttempt int                  // the caller's attempt this operation serves (crosslayer.PositionOf); 0 if unknown
+	user          []attribute.KeyValue // Config.Attributes' for the request
 	body          wire.Watched         // ends the span when the caller is done with the body
 	ended         atomic.Bool          // finish ran: events are the next hop's span's
 	end0          [7]attribute.KeyValue
 }
 
+// untraced marks an operation that Config.Filter left out, among the
+// operation's observers, for the attempt layer below.
+type untraced struct{ t *Telemetry }
+
+// Observe implements middleware.Observer: an untraced operation's events
+// are not recorded.
+func (*untraced) Observe(middleware.Event) {}
+
 func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
+	if o.t.filter != nil && !o.t.filter(req) {
+		if op := operation.From(req.Context()); op != nil {
+			op.AddObserver(o.t.untraced)
+		}
+		return wire.RoundTrip(o.next, req)
+	}
 	s := &opSpan{t: o.t, method: methodOf(req.Method), url: req.URL}
 	if s.timed = o.t.opDuration.Enabled(req.Context()) || o.t.resends.Enabled(req.Context()); s.timed {
 		s.start = time.Now()
@@ -324,7 +377,16 @@ func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if in := inbound.From(parent); in != nil {
 		s.callerAttempt = in.Attempt // a crosslayer.Handler's
 	}
-	s.ctx, s.span = o.t.tracer.Start(parent, s.method.operationName(), internalKind...)
+	name, opts := s.method.operationName(), internalKind
+	if o.t.spanName != nil {
+		name = o.t.spanName(req)
+	}
+	if o.t.attributes != nil {
+		if s.user = o.t.attributes(req); len(s.user) > 0 {
+			opts = []trace.SpanStartOption{internalKind[0], trace.WithAttributes(s.user...)}
+		}
+	}
+	s.ctx, s.span = o.t.tracer.Start(parent, name, opts...)
 	returned := false
 	defer func() {
 		if !returned { // a panic below: the span ends, marked, and the panic goes on
@@ -404,6 +466,10 @@ func (s *opSpan) finish(err error, roundTrip bool) {
 	s.span.End()
 	if ctx := s.ctx; s.timed {
 		attrs := metric.WithAttributes(semconv.HTTPRequestMethodKey.String(s.method.name), AttrStopReason.String(string(stop)))
+		if len(s.user) > 0 {
+			attrs = metric.WithAttributes(append([]attribute.KeyValue{semconv.HTTPRequestMethodKey.String(s.method.name),
+				AttrStopReason.String(string(stop))}, s.user...)...)
+		}
 		s.t.opDuration.Record(ctx, time.Since(s.start).Seconds(), attrs)
 		if s.op != nil {
 			s.t.resends.Record(ctx, int64(max(s.op.Sends()-1, 0)), attrs)
@@ -497,6 +563,7 @@ type attemptSpan struct {
 	host    string
 	port    int
 	metered []attribute.KeyValue // the duration metric's, in attrs
+	user    []attribute.KeyValue // Config.Attributes' for the operation
 	timed   bool                 // the duration metric records: start is set
 	body    wire.Watched
 	opts    [2]trace.SpanStartOption
@@ -506,7 +573,15 @@ type attemptSpan struct {
 }
 
 func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
-	s := &attemptSpan{t: a.t, method: methodOf(req.Method)}
+	var user []attribute.KeyValue
+	if a.t.filter != nil || a.t.attributes != nil {
+		traced, attrs := a.t.decided(req)
+		if !traced {
+			return wire.RoundTrip(a.next, req)
+		}
+		user = attrs
+	}
+	s := &attemptSpan{t: a.t, method: methodOf(req.Method), user: user}
 	if s.timed = a.t.reqDuration.Enabled(req.Context()); s.timed {
 		s.start = time.Now()
 	}
@@ -619,6 +694,9 @@ func (s *attemptSpan) finish(err error) {
 	}
 	s.span.End()
 	if s.timed {
+		if len(s.user) > 0 {
+			attrs = append(attrs[:len(attrs):len(attrs)], s.user...)
+		}
 		s.t.reqDuration.Record(s.ctx, time.Since(s.start).Seconds(), httpconv.RequestMethodAttr(s.method.name), s.host, s.port, attrs...)
 	}
 }
@@ -630,6 +708,39 @@ func (s *attemptSpan) BodyDone(err error) error {
 }
 
 func (a *attemptLayer) CloseIdleConnections() { wire.CloseIdle(a.next) }
+
+// decided returns whether the attempt req is traced and measured, and the
+// operation's attributes of Config.Attributes: as the operation layer
+// decided when it runs above (its span, or the mark of a request Filter
+// left out, among the operation's observers), else by asking Filter and
+// Attributes with req.
+func (t *Telemetry) decided(req *http.Request) (traced bool, user []attribute.KeyValue) {
+	found := false
+	if op := operation.From(req.Context()); op != nil {
+		op.EachObserver(func(x any) {
+			switch x := x.(type) {
+			case *opSpan:
+				if x.t == t && !found {
+					found, traced, user = true, true, x.user
+				}
+			case *untraced:
+				if x.t == t && !found {
+					found = true
+				}
+			}
+		})
+	}
+	if found {
+		return traced, user
+	}
+	if t.filter != nil && !t.filter(req) {
+		return false, nil
+	}
+	if t.attributes != nil {
+		user = t.attributes(req)
+	}
+	return true, user
+}
 
 // urlFull is req's url.full: the operation span's, already made, when req
 // has the operation's URL (its first hop, without Prepare). The operation

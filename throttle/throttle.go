@@ -50,11 +50,11 @@ const buckets = 12
 func Layer(cfg Config) middleware.Layer {
 	switch {
 	case cfg.K != 0 && (cfg.K < 1 || math.IsNaN(cfg.K) || math.IsInf(cfg.K, 0)):
-		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "K", Value: cfg.K, Reason: "must be at least 1"}}
+		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "throttle.Config.K", Value: cfg.K, Reason: "must be at least 1 (0: the default, 2)"}}
 	case cfg.Window < 0 || (cfg.Window > 0 && cfg.Window < time.Second):
-		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "Window", Value: cfg.Window, Reason: "must be 0 (2 minutes) or at least 1s: a shorter window seldom holds the 10 requests a host is judged on, and never refuses"}}
+		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "throttle.Config.Window", Value: cfg.Window, Reason: "must be 0 (the default, 2m) or at least 1s: a shorter window seldom holds the 10 requests a host is judged on, and never refuses"}}
 	case cfg.MaxHosts < 0:
-		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "MaxHosts", Value: cfg.MaxHosts, Reason: "must not be negative"}}
+		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "throttle.Config.MaxHosts", Value: cfg.MaxHosts, Reason: "must not be negative (0: the default, 10 000)"}}
 	}
 	if cfg.K == 0 {
 		cfg.K = 2

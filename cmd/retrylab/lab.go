@@ -205,6 +205,21 @@ func buildStack(names []string, sc scenario, presetName string, t *trial) (middl
 	if err != nil {
 		return middleware.Stack{}, err
 	}
+	// The pool has more layers than a row uses: Select only reorders, so
+	// the unnamed ones are removed first.
+	have := all.Names()
+	for _, n := range names {
+		if !slices.Contains(have, n) {
+			return middleware.Stack{}, &middleware.LayerError{Name: n, Reason: "not in the stack (have " + strings.Join(have, ", ") + ")"}
+		}
+	}
+	for _, n := range have {
+		if !slices.Contains(names, n) {
+			if all, err = all.Without(n); err != nil {
+				return middleware.Stack{}, err
+			}
+		}
+	}
 	return all.Select(names...)
 }
 

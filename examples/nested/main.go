@@ -13,12 +13,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -30,10 +31,7 @@ func main() {
 }
 
 func run(w io.Writer) error {
-	srv, err := faultserver.New()
-	if err != nil {
-		return err
-	}
+	srv := twiceBusy()
 	defer srv.Close()
 
 	// The inner level: request retries (5xx and transport errors).
@@ -42,6 +40,7 @@ func run(w io.Writer) error {
 	// Default's budget holds 2 retries at once and earns one back per 5
 	// successes (or per retry that succeeds): less than a server that
 	// fails two requests in three asks. A burst of 6 covers the demo.
+	var err error
 	if inner.Budget, err = policy.NewEarnedBudget(0.2, 6); err != nil {
 		return err
 	}
@@ -72,7 +71,7 @@ func run(w io.Writer) error {
 	_, rep, err := engine.Do(context.Background(), stream, engine.Op[string]{
 		Attempt: func(ctx context.Context, n int) (string, error) {
 			// Each stream attempt meets 503, 503, then 200 from the server.
-			url := fmt.Sprintf("%s/fail/2/503?key=stream-%d", srv.URL(), n)
+			url := fmt.Sprintf("%s/events?stream=%d", srv.URL, n)
 			req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 			resp, err := client.Do(req)
 			if err != nil {
@@ -89,4 +88,20 @@ func run(w io.Writer) error {
 	})
 	fmt.Fprintf(w, "%s level: %d attempts, %s, err=%v\n", rep.Layer, len(rep.Attempts), rep.Stop, err)
 	return nil
+}
+
+// twiceBusy answers 503 to the first two requests of each stream (its
+// query's stream=), then 200: the server a stream reconnects to.
+func twiceBusy() *httptest.Server {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.URL.Query().Get("stream")]++
+		n := seen[r.URL.Query().Get("stream")]
+		mu.Unlock()
+		if n <= 2 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
 }

@@ -1,5 +1,6 @@
 // Command pitfalls shows seed 003's three retry pitfalls on the wire, the
-// hook that exposes each, and its fix, against an in-process fault server.
+// hook that exposes each, and its fix, against a server in the program (a
+// few lines of net/http that fail as seed 003's did).
 //
 //	go run ./examples/pitfalls
 package main
@@ -9,14 +10,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/cookiejar"
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/internal/faultserver"
-	"github.com/retrystack/retrystack/internal/presets"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -27,9 +28,10 @@ func main() {
 	}
 }
 
-// naive is seed 003's classifier: every 503 is retried, whatever the method.
+// naive is seed 003's classifier, as reqwest has it: every 503 is
+// retried, at once, whatever the method.
 func naive() *policy.Policy {
-	p := presets.ReqwestForHost("127.0.0.1")
+	p := policy.Never()
 	p.Classify = policy.Rules{Statuses: policy.NewStatusSet(503), Safe: func(*http.Request) bool { return true }}.Classify
 	return &p
 }
@@ -47,10 +49,7 @@ func client(w io.Writer, cfg retrystack.Config) (*http.Client, error) {
 }
 
 func run(w io.Writer) error {
-	srv, err := faultserver.New()
-	if err != nil {
-		return err
-	}
+	srv := newServer()
 	defer srv.Close()
 	// Each client gets a policy of its own: copies of one Policy share its
 	// retry budget.
@@ -71,13 +70,13 @@ func run(w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		resp, err := cl.Post(srv.URL()+"/orders?key="+c.key, "application/json", strings.NewReader(`{"item":1}`))
+		resp, err := cl.Post(srv.URL+"/orders?key="+c.key, "application/json", strings.NewReader(`{"item":1}`))
 		if err != nil {
 			return err
 		}
 		resp.Body.Close()
 		cl.CloseIdleConnections()
-		fmt.Fprintf(w, "    orders written: %d\n", srv.Stats("/orders", c.key).Processed)
+		fmt.Fprintf(w, "    orders written: %d\n", srv.written(c.key))
 	}
 
 	fmt.Fprintln(w, "2. Exhausted retries hand back Ok(503)")
@@ -91,7 +90,7 @@ func run(w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		resp, err := cl.Get(srv.URL() + "/s/503")
+		resp, err := cl.Get(srv.URL + "/s/503")
 		var xe *engine.ExhaustedError
 		switch {
 		case errors.As(err, &xe):
@@ -116,12 +115,12 @@ func run(w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		resp, err := cl.Post(srv.URL()+"/login?key="+c.key, "text/plain", strings.NewReader("user=a"))
+		resp, err := cl.Post(srv.URL+"/login?key="+c.key, "text/plain", strings.NewReader("user=a"))
 		if err != nil {
 			return err
 		}
 		resp.Body.Close()
-		resp, err = cl.Get(srv.URL() + "/me?key=" + c.key)
+		resp, err = cl.Get(srv.URL + "/me?key=" + c.key)
 		if err != nil {
 			return err
 		}
@@ -131,4 +130,50 @@ func run(w io.Writer) error {
 		fmt.Fprintf(w, "    /me received Cookie: %s\n", me)
 	}
 	return nil
+}
+
+// server is seed 003's service: POST /orders writes the order, then
+// answers 503 (the answer is lost, the write is not); /s/503 is always
+// 503; the first POST /login of each client (key=) meets a node that
+// answers 503 and pins it to another (Set-Cookie lb=node-2), the retry
+// logs in (session=abc); GET /me answers with the cookies it was sent.
+type server struct {
+	*httptest.Server
+	mu     sync.Mutex
+	orders map[string]int // written, by key
+	logins map[string]int
+}
+
+func newServer() *server {
+	s := &server{orders: map[string]int{}, logins: map[string]int{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.URL.Query().Get("key")
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		switch r.URL.Path {
+		case "/orders":
+			if r.Method == http.MethodPost {
+				s.orders[key]++
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case "/s/503":
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case "/login":
+			if s.logins[key]++; s.logins[key] == 1 {
+				w.Header().Add("Set-Cookie", "lb=node-2; Path=/")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			w.Header().Add("Set-Cookie", "session=abc; Path=/")
+		case "/me":
+			io.WriteString(w, r.Header.Get("Cookie"))
+		}
+	}))
+	return s
+}
+
+func (s *server) written(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.orders[key]
 }

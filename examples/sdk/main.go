@@ -10,12 +10,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -26,9 +27,15 @@ type WeatherSDK struct {
 	BaseURL string
 }
 
+// Echo is what the weather service says it was asked.
+type Echo struct {
+	Method string `json:"method"`
+	Path   string `json:"path"`
+}
+
 // Echo calls an endpoint and decodes what the server saw.
-func (s *WeatherSDK) Echo(path string) (faultserver.Echo, error) {
-	var e faultserver.Echo
+func (s *WeatherSDK) Echo(path string) (Echo, error) {
+	var e Echo
 	resp, err := s.HTTP.Get(s.BaseURL + path)
 	if err != nil {
 		return e, err
@@ -48,10 +55,7 @@ func main() {
 }
 
 func run(w io.Writer) error {
-	srv, err := faultserver.New()
-	if err != nil {
-		return err
-	}
+	srv := weatherService()
 	defer srv.Close()
 
 	p := policy.Default()
@@ -74,14 +78,30 @@ func run(w io.Writer) error {
 	}
 	client := &http.Client{Transport: rt}
 	defer client.CloseIdleConnections()
-	sdk := &WeatherSDK{HTTP: client, BaseURL: srv.URL()}
+	sdk := &WeatherSDK{HTTP: client, BaseURL: srv.URL}
 
 	// A page that fails once, then redirects: the SDK sees one clean answer.
-	e, err := sdk.Echo("/fail/1/503?then=302&to=/echo")
+	e, err := sdk.Echo("/forecast")
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "the SDK got %s %s\n", e.Method, e.Path)
 	fmt.Fprintf(w, "the wire saw %d attempts: %v\n", len(attempts), attempts)
 	return nil
+}
+
+// weatherService stands for the SDK's service: /forecast answers 503 once,
+// then redirects to /echo, which says what it was asked as JSON.
+func weatherService() *httptest.Server {
+	var forecasts atomic.Int32
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/forecast" && forecasts.Add(1) == 1:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case r.URL.Path == "/forecast":
+			http.Redirect(w, r, "/echo", http.StatusFound)
+		default:
+			json.NewEncoder(w).Encode(Echo{Method: r.Method, Path: r.URL.Path})
+		}
+	}))
 }

@@ -26,13 +26,9 @@ func Example() {
 	defer pool.Close()
 	pool.Exec(ctx, `DROP TABLE IF EXISTS example_orders`)
 	pool.Exec(ctx, `CREATE TABLE example_orders (id serial PRIMARY KEY, item text NOT NULL)`)
-	store, err := postgres.New(ctx, pool, "example_keys")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	// snippet: safe-writes-postgres
 	orders := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tx, _ := postgres.Tx(r.Context())
+		tx, _ := postgres.Tx(r.Context()) // the transaction the record commits in
 		item, _ := io.ReadAll(r.Body)
 		if _, err := tx.Exec(r.Context(), `INSERT INTO example_orders (item) VALUES ($1)`, string(item)); err != nil {
 			http.Error(w, "could not place the order", http.StatusInternalServerError)
@@ -41,7 +37,14 @@ func Example() {
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, "placed")
 	})
-	srv := httptest.NewServer(idempotency.Handler(orders, idempotency.Config{Store: store}))
+	store, err := postgres.New(ctx, pool, "example_keys")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	handler := idempotency.Handler(orders, idempotency.Config{Store: store})
+	// end snippet
+	srv := httptest.NewServer(handler)
 	defer srv.Close()
 
 	key := fmt.Sprintf(`"order-%d"`, time.Now().UnixNano()) // a new order: a key of its own
