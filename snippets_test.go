@@ -23,6 +23,7 @@ import (
 	"github.com/retrystack/retrystack/examples/ratelimit"
 	"github.com/retrystack/retrystack/hedge"
 	"github.com/retrystack/retrystack/idempotency"
+	"github.com/retrystack/retrystack/limit"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/telemetry"
@@ -139,9 +140,12 @@ func Example_readmeLayers() {
 	// snippet: readme-throttle
 	stack, _ = stack.InsertAfter("retry", throttle.Layer(throttle.Config{})) // K 2, a 2-minute window
 	// end snippet
+	// snippet: readme-limit
+	stack, _ = stack.InsertAfter("hedge", limit.Layer(limit.Config{Limit: 32, Adaptive: true})) // below the hedge: its sends count
+	// end snippet
 	fmt.Println(stack)
 	// Output:
-	// redirect → cookies → retry → throttle → breaker → hedge → transport
+	// redirect → cookies → retry → throttle → breaker → hedge → limit → transport
 }
 
 // README: safe writes, the client and the server halves.
