@@ -101,7 +101,7 @@ func (o *funcOp[T]) observed() bool { return false }
 
 func (o *funcOp[T]) emit(middleware.Event) {}
 
-func (o *funcOp[T]) canReplay() bool { return true }
+func (o *funcOp[T]) replayErr() error { return nil }
 
 func (o *funcOp[T]) paced() (string, time.Time) { return "", time.Time{} }
 

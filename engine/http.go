@@ -569,9 +569,16 @@ func (e *Engine) attemptValue(n int) string {
 	return strconv.Itoa(n) + "; max=" + strconv.Itoa(e.p.MaxAttempts)
 }
 
-// canReplay reports whether the body can still be sent again: a kept body
-// that outgrew its replay buffer cannot.
-func (o *httpOp) canReplay() bool { return o.rp == nil || o.rp.Replayable() }
+// replayErr implements loopOp: a kept body that outgrew its replay buffer
+// cannot be sent again, nor one whose rewinding Seek fails (it is rewound
+// here, before the retry is planned, so that the caller gets the answer
+// in hand rather than an attempt that never left).
+func (o *httpOp) replayErr() error {
+	if o.rp == nil {
+		return nil
+	}
+	return o.rp.Rewind()
+}
 
 // uncarried names the cookies of the discarded responses that no final
 // response will carry.

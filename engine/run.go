@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/retrystack/retrystack/internal/events"
 	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
@@ -34,10 +35,11 @@ type loopOp[T any] interface {
 	// operation (engine.Do).
 	observed() bool
 	emit(e middleware.Event)
-	// canReplay reports whether what the operation sends can still be
-	// sent again (a request body kept as it was sent may have outgrown
-	// its replay buffer).
-	canReplay() bool
+	// replayErr says why what the operation sends cannot be sent again
+	// (a request body kept as it was sent outgrew its replay buffer, or
+	// its rewinding Seek failed), or is nil. It prepares the body for the
+	// next attempt: the loop asks only when it plans a retry.
+	replayErr() error
 	// uncarried names the cookies of discarded results that were to be
 	// carried on the result the operation would hand back, when it hands
 	// back none.
@@ -154,6 +156,7 @@ type loop[T any] struct {
 	holding  bool          // held is set
 	returned bool          // the loop returned: nothing left to release
 	polled   bool          // the last retry asks again for a keyed request in flight
+	bodyErr  error         // why the body could not be sent again, when that stopped the retries
 }
 
 // inFlight names the stop of an operation that ended while the server
@@ -307,6 +310,9 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 func (l *loop[T]) finish(stop policy.StopReason, v T, err error, dec policy.Decision) (T, error) {
 	if err != nil {
 		l.d.release()
+		if l.bodyErr != nil && !errors.Is(err, l.bodyErr) {
+			err = fmt.Errorf("%w; not retried: %w", err, l.bodyErr) // what the caller needs: why there was no retry
+		}
 		return l.fail(stop, err)
 	}
 	if dec.Retry || dec.Stop == policy.StopPushback { // a status the policy wanted to retry: the Ok(503) trap
@@ -417,7 +423,11 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 	if n >= e.p.MaxAttempts && !poll {
 		return policy.StopAttemptsExhausted, 0, false
 	}
-	if !l.f.replayable || !l.o.canReplay() {
+	if !l.f.replayable {
+		l.pitfall(PitfallBodyNotReplayable)
+		return policy.StopBodyNotReplayable, 0, false
+	}
+	if l.bodyErr = l.o.replayErr(); l.bodyErr != nil {
 		l.pitfall(PitfallBodyNotReplayable)
 		return policy.StopBodyNotReplayable, 0, false
 	}
