@@ -1,16 +1,21 @@
 package retrystack_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/retrystack/retrystack"
+	"github.com/retrystack/retrystack/breaker"
 	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
+	"github.com/retrystack/retrystack/throttle"
 )
 
 // rewinder is a body that can Seek (not ReadAt): its rewinding Seeks
@@ -104,5 +109,138 @@ func TestFailedRewindEndsTheReplays(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// full is the refusal of a layer that found no room: it names its stop.
+type full struct{}
+
+func (full) Error() string                 { return "limit: no room before the deadline" }
+func (full) StopReason() policy.StopReason { return "concurrency-limited" }
+
+// waitForDeadline is a layer that waits for room until the operation's
+// deadline, then either refuses itself or lets the layers below (an open
+// breaker, a throttle) refuse. byTimer: it waits on a timer of its own to
+// the deadline, which may fire before or after the context's; otherwise
+// on the context, which has fired.
+func waitForDeadline(byTimer, refuse bool) middleware.Layer {
+	return middleware.Layer{Name: "limit", Wrap: func(next http.RoundTripper) http.RoundTripper {
+		return middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if dl, ok := req.Context().Deadline(); ok && byTimer {
+				t := time.NewTimer(time.Until(dl))
+				defer t.Stop()
+				<-t.C
+			} else {
+				<-req.Context().Done()
+			}
+			if refuse {
+				if req.Body != nil {
+					req.Body.Close()
+				}
+				return nil, full{}
+			}
+			return next.RoundTrip(req)
+		})
+	}}
+}
+
+// A layer below the retry layer that refuses at the operation's deadline
+// (after waiting for room until then, or because a breaker or throttle
+// below it refuses once the wait is over) stops the operation with the
+// refusal's own reason, whichever clock fires first: its own timer or the
+// deadline's. (Issue 36: deadline when the context's clock fired first.)
+func TestRefusalAtTheDeadlineKeepsItsReason(t *testing.T) {
+	srv := newServer(t)
+	for _, tc := range []struct {
+		name    string
+		below   func() middleware.Layer // under the waiting layer; nil: it refuses itself
+		prepare string                  // a path to send first, through the same stack, to trip it
+		stop    policy.StopReason
+	}{
+		{"own refusal", nil, "", "concurrency-limited"},
+		{"open breaker", func() middleware.Layer { return breaker.Layer(breaker.Config{Consecutive: 1, OpenFor: time.Hour}) }, "/s/503", policy.StopCircuitOpen},
+		{"throttle", func() middleware.Layer {
+			return throttle.Layer(throttle.Config{Rand: func() float64 { return 0 }})
+		}, "/s/503", policy.StopThrottled},
+	} {
+		for _, byTimer := range []bool{false, true} {
+			name := tc.name + "/context"
+			if byTimer {
+				name = tc.name + "/timer"
+			}
+			t.Run(name, func(t *testing.T) {
+				p := policy.Never()
+				p.Timeout = 20 * time.Millisecond
+				tr := &http.Transport{}
+				defer tr.CloseIdleConnections()
+				stack, err := retrystack.NewStack(retrystack.Config{Policy: &p})
+				if err != nil {
+					t.Fatal(err)
+				}
+				after := "retry"
+				if tc.below != nil {
+					if stack, err = stack.InsertAfter("retry", tc.below()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				armed := atomic.Bool{}
+				gate := waitForDeadline(byTimer, tc.below == nil)
+				stack, err = stack.InsertAfter(after, middleware.Layer{Name: "limit", Wrap: func(next http.RoundTripper) http.RoundTripper {
+					wait := gate.Wrap(next)
+					return middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+						if !armed.Load() {
+							return next.RoundTrip(req) // the request that trips the layers below
+						}
+						return wait.RoundTrip(req)
+					})
+				}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := retrystack.Client(stack, tr)
+				if tc.prepare != "" {
+					for range 20 { // the throttle needs ten rejections to refuse
+						resp, err := c.Get(srv.URL() + tc.prepare)
+						if err != nil {
+							break // tripped
+						}
+						resp.Body.Close()
+					}
+				}
+				armed.Store(true)
+				resp, err := c.Get(srv.URL() + "/s/200")
+				if err == nil {
+					resp.Body.Close()
+					t.Fatalf("%d, want a refusal", resp.StatusCode)
+				}
+				rep := engine.ReportFrom(err)
+				if rep == nil || rep.Stop != tc.stop || len(rep.Attempts) != 1 {
+					t.Errorf("report %v (%v); want 1 attempt, %s", rep, err, tc.stop)
+				}
+				if r, ok := errors.AsType[policy.Refusal](err); !ok || r.StopReason() != tc.stop {
+					t.Errorf("error %v is not the refusal", err)
+				}
+			})
+		}
+	}
+}
+
+// A caller that cancels still overrules a refusal: it gave up.
+func TestRefusalAfterTheCallerCancelled(t *testing.T) {
+	srv := newServer(t)
+	p := policy.Never()
+	stack, err := retrystack.NewStack(retrystack.Config{Policy: &p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stack, err = stack.InsertAfter("retry", waitForDeadline(false, true)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL()+"/s/200", nil)
+	c := retrystack.Client(stack, nil)
+	cancel()
+	if _, err := c.Do(req); engine.ReportFrom(err) == nil || engine.ReportFrom(err).Stop != policy.StopCancelled {
+		t.Errorf("%v; want cancelled", err)
 	}
 }

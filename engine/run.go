@@ -280,8 +280,11 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 	overruled := false
 	if err != nil {
 		// Time and cancellation overrule the classifier: a caller that
-		// gave up, or an operation out of time, is never retried.
-		if stop, ok := l.d.stopFor(); ok && (stop != policy.StopAttemptTimeout || !dec.Retry) {
+		// gave up, or an operation out of time, is never retried. Not a
+		// refusal's reason, unless the caller cancelled: a layer that
+		// waited for room until the deadline names the cause, whichever
+		// of its clock and the deadline's fired first (policy.Refusal).
+		if stop, ok := l.d.stopFor(); ok && (stop != policy.StopAttemptTimeout || !dec.Retry) && (!refused || stop == policy.StopCancelled) {
 			dec, overruled = policy.Stop(stop), true
 		}
 	}

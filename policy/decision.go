@@ -32,6 +32,13 @@ const (
 // a timeout. A retry layer above stops at once with that reason, sends
 // nothing more, deposits nothing in its budget, and records the refusal
 // in its report, hooks and spans; no classifier is asked.
+//
+// A refusal keeps its reason at the operation's deadline too: a layer
+// that waits for room until the deadline and then refuses stops the
+// operation with its own reason, not deadline, whichever of its clock and
+// the deadline's fires first, since that reason names the cause (a
+// refusal is not a timeout: engine.Error.Timeout is false). Only a caller
+// that cancelled overrules it (cancelled).
 type Refusal interface {
 	error
 	StopReason() StopReason
