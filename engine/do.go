@@ -103,7 +103,7 @@ func (o *funcOp[T]) emit(middleware.Event) {}
 
 func (o *funcOp[T]) replayErr() error { return nil }
 
-func (o *funcOp[T]) paced() (string, time.Time) { return "", time.Time{} }
+func (o *funcOp[T]) paced() (string, string, int, time.Time) { return "", "", 0, time.Time{} }
 
 func (o *funcOp[T]) uncarried() []string { return nil }
 

@@ -386,13 +386,18 @@ func (o *httpOp) hold(u *url.URL, h http.Header) {
 }
 
 // paced implements loopOp: until when the request's host asked for no
-// requests.
-func (o *httpOp) paced() (string, time.Time) {
+// requests, and the server as the attempt spans name it.
+func (o *httpOp) paced() (string, string, int, time.Time) {
 	if !o.e.p.RetryAfter.Pace || o.e.pace.held.Load() == 0 {
-		return "", time.Time{}
+		return "", "", 0, time.Time{}
 	}
-	host := wire.HostKey(o.req.URL)
-	return host, o.e.pace.heldUntil(host, o.e.now())
+	key := wire.HostKey(o.req.URL)
+	until := o.e.pace.heldUntil(key, o.e.now())
+	if until.IsZero() {
+		return key, "", 0, until
+	}
+	host, port := wire.ServerAddress(o.req)
+	return key, host, port, until
 }
 
 func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error) policy.Decision {

@@ -48,10 +48,11 @@ type loopOp[T any] interface {
 	// (FailOnExhausted) to the cookie layer above, and names the cookies
 	// lost.
 	cookies(v T) []string
-	// paced is the host the next attempt goes to and until when that
-	// host asked for no requests (policy.RetryAfter.Pace); the zero time
-	// when it did not.
-	paced() (host string, until time.Time)
+	// paced is the host the next attempt goes to (key: the host held,
+	// wire.HostKey; host and port: as the spans name the server) and
+	// until when that host asked for no requests (policy.RetryAfter.Pace);
+	// the zero time when it did not.
+	paced() (key, host string, port int, until time.Time)
 }
 
 // facts are what the loop needs to know of an operation's request, found
@@ -195,8 +196,8 @@ func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts, r
 		if n == 1 {
 			// A retry's plan waits for the host's hold itself (plan), so
 			// that a stop still hands back the answer it has.
-			if host, until := l.o.paced(); !until.IsZero() {
-				if stop, err := l.pace(host, until); err != nil {
+			if key, host, port, until := l.o.paced(); !until.IsZero() {
+				if stop, err := l.pace(key, host, port, until); err != nil {
 					if f.body != nil {
 						f.body.Close()
 					}
@@ -458,7 +459,7 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 			wait, fromHint = hw, true
 		}
 	}
-	if _, until := l.o.paced(); !until.IsZero() {
+	if _, _, _, until := l.o.paced(); !until.IsZero() {
 		// Another operation's answer holds the host back longer: the
 		// retry waits for that too.
 		if d := until.Sub(e.now()); d > wait {
@@ -480,7 +481,7 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 // when that comes before the operation's deadline; otherwise it stops the
 // operation at once, nothing sent: a wait that cannot finish is not
 // started.
-func (l *loop[T]) pace(host string, until time.Time) (policy.StopReason, error) {
+func (l *loop[T]) pace(key, host string, port int, until time.Time) (policy.StopReason, error) {
 	e := l.e
 	now := e.now()
 	wait := until.Sub(now)
@@ -490,9 +491,9 @@ func (l *loop[T]) pace(host string, until time.Time) (policy.StopReason, error) 
 	dl, bounded := l.op.Deadline()
 	if bounded && !now.Add(wait).Before(dl) {
 		if l.o.observed() {
-			l.o.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, "stopped", wait)})
+			l.o.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, port, "stopped", wait)})
 		}
-		return policy.StopWaitExceedsBudget, &pacedError{host: host, until: until}
+		return policy.StopWaitExceedsBudget, &pacedError{host: key, until: until}
 	}
 	// Up to a tenth more, within the deadline: the operations held back
 	// do not all return at the reset together.
@@ -504,7 +505,7 @@ func (l *loop[T]) pace(host string, until time.Time) (policy.StopReason, error) 
 		wait += extra
 	}
 	if l.o.observed() {
-		l.o.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, "waited", wait)})
+		l.o.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, port, "waited", wait)})
 	}
 	if err := e.sleep(l.op, wait); err != nil {
 		return l.timeUp().mustStop(), err

@@ -226,9 +226,9 @@ func (t *Telemetry) record(ctx context.Context, span trace.Span, e middleware.Ev
 	case protocol.EventPitfall:
 		t.pitfalls.Add(ctx, 1, metric.WithAttributes(attrOf(e, AttrPitfall, AttrPitfall)))
 	case protocol.EventThrottle:
-		t.throttled.Add(ctx, 1, metric.WithAttributes(attrOf(e, "", protocol.AttrThrottleHost)))
+		t.throttled.Add(ctx, 1, metric.WithAttributes(attrOf(e, "", protocol.AttrServerAddress), attrOf(e, "", protocol.AttrServerPort)))
 	case protocol.EventPacing:
-		t.paced.Add(ctx, 1, metric.WithAttributes(attrOf(e, "", protocol.AttrThrottleHost), attrOf(e, "", protocol.AttrPacingOutcome)))
+		t.paced.Add(ctx, 1, metric.WithAttributes(attrOf(e, "", protocol.AttrServerAddress), attrOf(e, "", protocol.AttrServerPort), attrOf(e, "", protocol.AttrPacingOutcome)))
 	}
 }
 
@@ -496,7 +496,7 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if s.timed = a.t.reqDuration.Enabled(req.Context()); s.timed {
 		s.start = time.Now()
 	}
-	s.host, s.port = hostPort(req)
+	s.host, s.port = wire.ServerAddress(req)
 	// The retry layer above, if any, numbers the send and watches the wire:
 	// the connections it counts while this RoundTrip runs are this send's,
 	// even when a layer between makes more sends (redirect hops).
@@ -678,25 +678,6 @@ func errorTypeOf(err error) string {
 		return et.ErrorType() // an error that names its own type: a redirect hop limit
 	}
 	return errorType(policy.KindOf(err)).Value.AsString()
-}
-
-// hostPort returns server.address and server.port: from the Host header
-// when the request sets one (the conventions' rule), else from the URL,
-// the port always, from the scheme's default when there is none.
-func hostPort(req *http.Request) (string, int) {
-	u := req.URL
-	if req.Host != "" && req.Host != u.Host {
-		u = &url.URL{Host: req.Host, Scheme: req.URL.Scheme} // on the stack
-	}
-	host, p := u.Hostname(), u.Port()
-	if p == "" {
-		if req.URL.Scheme == "https" {
-			return host, 443
-		}
-		return host, 80
-	}
-	port, _ := strconv.Atoi(p)
-	return host, port
 }
 
 func protocolVersion(resp *http.Response) string {
