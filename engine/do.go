@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/middleware"
 	"time"
 
@@ -50,7 +51,14 @@ func do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
 	if e.p.Timeout > 0 {
 		f.deadline = time.Now().Add(e.p.Timeout)
 	}
-	v, err := run[T](ctx, ctx, e, o, f, rep)
+	hooks := ctx
+	if operation.DetachedFrom(ctx) != nil {
+		// An HTTP operation's hooks context, passed on (Do inside a hook):
+		// Do's events are its own, for telemetry's hooks too.
+		d := operation.Detach(ctx)
+		hooks = &d
+	}
+	v, err := run[T](ctx, hooks, e, o, f, rep)
 	return v, rep, err
 }
 

@@ -254,7 +254,9 @@ var errPanicked = errors.New("telemetry: a panic ended the operation")
 // engine.Do, which runs outside any stack: events on the span of the
 // context it is given, and the retries, delay and pitfalls metrics. The
 // HTTP retry layer needs none: its retries and pitfalls reach telemetry
-// as events of the operation (middleware.Operation.Emit).
+// as events of the operation (middleware.Operation.Emit). Joined into the
+// hooks of a retry layer all the same, they record nothing that t's
+// operation span records already: each retry is counted once.
 func (t *Telemetry) Hooks() engine.Hooks {
 	if t.tracer == nil {
 		return engine.Hooks{} // its layers do not build: see Operation
@@ -263,13 +265,37 @@ func (t *Telemetry) Hooks() engine.Hooks {
 }
 
 func (t *Telemetry) onRetry(ev engine.Event) {
+	if t.observes(ev.Context) {
+		return
+	}
 	t.record(ev.Context, trace.SpanFromContext(ev.Context), middleware.Event{Name: protocol.EventRetry,
 		Attrs: events.RetryAttrs(ev.Wait, ev.FromHint, ev.Report.Layer, ev.Cause)})
 }
 
 func (t *Telemetry) onPitfall(ev engine.Event) {
+	if t.observes(ev.Context) {
+		return
+	}
 	t.record(ev.Context, trace.SpanFromContext(ev.Context), middleware.Event{Name: protocol.EventPitfall,
 		Attrs: events.PitfallAttrs(string(ev.Pitfall), ev.Cookies)})
+}
+
+// observes reports whether the hook's event belongs to an HTTP operation
+// that one of t's operation spans observes: its retry layer told it
+// already (middleware.Operation.Emit), and recording it again from the
+// hooks would count every retry twice.
+func (t *Telemetry) observes(ctx context.Context) bool {
+	op := operation.DetachedFrom(ctx)
+	if op == nil {
+		return false
+	}
+	ours := false
+	op.EachObserver(func(x any) {
+		if s, ok := x.(*opSpan); ok && s.t == t {
+			ours = true
+		}
+	})
+	return ours
 }
 
 type operationLayer struct {

@@ -232,7 +232,8 @@ type operationKey struct{}
 // its Operation, or (Detach) hiding the operation of its parent.
 type Context struct {
 	context.Context
-	op *Operation
+	op   *Operation
+	from *Operation // the operation Detach hid, for DetachedFrom
 }
 
 // Value answers for the Operation; while the operation runs, the other
@@ -256,7 +257,18 @@ func (c *Context) Value(key any) any {
 // Detach returns ctx without its Operation, with everything else: what
 // hooks and callbacks get, so that a request made with it is an operation
 // of its own and never shares this one's key or deadline.
-func Detach(ctx context.Context) Context { return Context{Context: ctx} }
+func Detach(ctx context.Context) Context { return Context{Context: ctx, from: From(ctx)} }
+
+// DetachedFrom returns the operation whose hooks ctx was made for
+// (Detach), or nil: telemetry's hooks ask it, so that they do not record
+// again what the operation's observers were told. Only ctx itself is
+// asked, not its parents: a context derived from it is someone else's.
+func DetachedFrom(ctx context.Context) *Operation {
+	if c, ok := ctx.(*Context); ok && c.op == nil {
+		return c.from
+	}
+	return nil
+}
 
 // From returns the Operation ctx carries, or nil.
 func From(ctx context.Context) *Operation {
