@@ -14,7 +14,10 @@
 // or in the web UI at http://127.0.0.1:16686, which a Jaeger built from
 // source serves only when started with a UI build
 // (--set extensions.jaeger_query.ui.assets_path=DIR; docs/telemetry.md).
-// Without -otlp the standard OTEL_EXPORTER_OTLP_* variables apply.
+// Without -otlp the standard OTEL_EXPORTER_OTLP_* variables apply. At
+// exit the spans get a few seconds to reach the collector; a collector
+// that takes none in that time (one that accepts connections and never
+// answers) does not hold the program: it says how many spans it dropped.
 package main
 
 import (
@@ -23,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrystack/retrystack"
@@ -31,23 +35,36 @@ import (
 	"github.com/retrystack/retrystack/internal/otlp"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/telemetry"
+	"go.opentelemetry.io/otel/sdk/trace"
 )
+
+// flushWithin bounds the export of the spans at exit.
+const flushWithin = 3 * time.Second
 
 func main() {
 	endpoint := flag.String("otlp", "", "OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318 (default: OTEL_EXPORTER_OTLP_*)")
 	flag.Parse()
-	if err := run(context.Background(), *endpoint); err != nil {
+	if err := run(context.Background(), *endpoint, flushWithin); err != nil {
 		fmt.Fprintln(os.Stderr, "jaeger:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, endpoint string) error {
+func run(ctx context.Context, endpoint string, within time.Duration) (err error) {
 	tp, err := otlp.NewTracerProvider(ctx, "retrystack-example", endpoint)
 	if err != nil {
 		return err
 	}
-	defer tp.Shutdown(context.Background()) // flushes the spans
+	ended := new(counter)
+	tp.RegisterSpanProcessor(ended)
+	defer func() {
+		// Flushes the spans, for a few seconds at most.
+		sctx, cancel := context.WithTimeout(context.Background(), within)
+		defer cancel()
+		if serr := tp.Shutdown(sctx); serr != nil && err == nil {
+			err = fmt.Errorf("the collector took no spans within %v: up to %d span(s) of this run dropped: %w", within, ended.n.Load(), serr)
+		}
+	}()
 
 	tel, err := telemetry.New(telemetry.Config{TracerProvider: tp})
 	if err != nil {
@@ -83,3 +100,11 @@ func run(ctx context.Context, endpoint string) error {
 	}
 	return nil
 }
+
+// counter counts the spans that ended: what the exporter had to send.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) OnStart(context.Context, trace.ReadWriteSpan) {}
+func (c *counter) OnEnd(trace.ReadOnlySpan)                     { c.n.Add(1) }
+func (c *counter) Shutdown(context.Context) error               { return nil }
+func (c *counter) ForceFlush(context.Context) error             { return nil }
