@@ -5,7 +5,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/breaker"
 	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/hedge"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/throttle"
@@ -242,5 +246,99 @@ func TestRefusalAfterTheCallerCancelled(t *testing.T) {
 	cancel()
 	if _, err := c.Do(req); engine.ReportFrom(err) == nil || engine.ReportFrom(err).Stop != policy.StopCancelled {
 		t.Errorf("%v; want cancelled", err)
+	}
+}
+
+// A report's counts mean what their docs say in every order of the
+// layers: with the retry layer above the redirect layer, a hop is a
+// redirect of its attempt, not a send net/http made on its own, and the
+// attempt says it was redirected; under a hedge too. Every request the
+// server received is an attempt, a hop, a hedge or a transparent resend,
+// counted once. (Issue 36: each hop counted as transparent, the 302
+// hidden.)
+func TestCountsWithRetryAboveRedirect(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.URL.Path]++
+		n := seen[r.URL.Path]
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/flaky": // 503 once, then a redirect
+			if n == 1 {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			http.Redirect(w, r, "/end", http.StatusFound)
+		case "/slow": // the first send stalls until it loses to its hedge
+			if n == 1 {
+				<-r.Context().Done()
+				return
+			}
+			http.Redirect(w, r, "/end", http.StatusFound)
+		case "/end":
+			w.Write([]byte("ok"))
+		}
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name      string
+		order     []string
+		path      string
+		statuses  []int
+		redirects int
+		hedges    int
+		requests  int // the server's
+	}{
+		{"retry above redirect", []string{"retry", "redirect"}, "/flaky", []int{503, 200}, 1, 0, 3},
+		{"retry above a hedge above redirect", []string{"retry", "hedge", "redirect"}, "/slow", []int{200}, 1, 1, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mu.Lock()
+			clear(seen)
+			mu.Unlock()
+			p := policy.Default()
+			p.Backoff, p.Budget = policy.Backoff{}, nil
+			stack, err := retrystack.NewStack(retrystack.Config{Policy: &p})
+			if err == nil {
+				stack, err = stack.InsertAfter("retry", hedge.Layer(hedge.Config{Delay: 10 * time.Millisecond}))
+			}
+			if err == nil {
+				stack, err = stack.Select(tc.order...)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := &http.Transport{}
+			defer tr.CloseIdleConnections()
+			resp, err := retrystack.Client(stack, tr).Get(srv.URL + tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			rep := engine.ReportOf(resp)
+			var statuses []int
+			redirects, hedges := 0, 0
+			for _, a := range rep.Attempts {
+				statuses = append(statuses, a.Status)
+				redirects += a.Redirects
+				hedges += a.Hedges
+			}
+			if !slices.Equal(statuses, tc.statuses) || redirects != tc.redirects || hedges != tc.hedges || rep.TransparentAttempts() != 0 {
+				t.Errorf("report %v: statuses %v, %d redirects, %d hedges, %d transparent; want %v, %d, %d, 0",
+					rep, statuses, redirects, hedges, rep.TransparentAttempts(), tc.statuses, tc.redirects, tc.hedges)
+			}
+			mu.Lock()
+			requests := seen["/flaky"] + seen["/slow"] + seen["/end"]
+			mu.Unlock()
+			if counted := len(rep.Attempts) + redirects + hedges + rep.TransparentAttempts(); counted != tc.requests || requests != tc.requests {
+				t.Errorf("the server received %d requests, the report counts %d; want %d", requests, counted, tc.requests)
+			}
+			if !strings.Contains(rep.String(), "redirect") {
+				t.Errorf("the report's summary %q hides the redirect", rep)
+			}
+		})
 	}
 }

@@ -360,6 +360,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		processed:   processedBy(err, tr.Wrote(), tr.Conns() > 0),
 		transparent: tr.Transparent(),
 		hedges:      tr.Hedges(),
+		redirects:   tr.Hops(),
 		resend:      resend,
 	}
 	if err == nil {

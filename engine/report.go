@@ -45,6 +45,11 @@ type AttemptRecord struct {
 	// Hedges counts the hedges a hedging layer below sent within this
 	// attempt (package hedge).
 	Hedges int
+	// Redirects counts the redirect hops a redirect layer below the retry
+	// layer followed within this attempt, each a send of its own (not a
+	// transparent one); Status is then the last hop's, and each hop's own
+	// is on its attempt span.
+	Redirects int
 	// Resend numbers the attempt within its logical operation, retries and
 	// redirect hops alike: 0 for the operation's first send.
 	Resend   int
@@ -64,6 +69,9 @@ func (r *Report) String() string {
 			b.WriteString("error")
 		} else {
 			fmt.Fprint(&b, a.Status)
+		}
+		if a.Redirects > 0 {
+			fmt.Fprintf(&b, " (after %d redirect(s))", a.Redirects)
 		}
 	}
 	fmt.Fprintf(&b, "], waits %v, %s", r.PlannedWaits, r.Stop)

@@ -70,6 +70,7 @@ type attemptInfo struct {
 	processed   policy.Processed
 	transparent int
 	hedges      int
+	redirects   int
 	resend      int
 	status      int         // the result's HTTP status, 0 if it has none
 	header      http.Header // the result's header, for its hints; nil if none
@@ -294,7 +295,7 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 		// sent) nor a pushback (an overload answer, not a success).
 		e.p.Budget.Deposit()
 	}
-	rec := AttemptRecord{Status: info.status, Err: err, Processed: info.processed, Transparent: info.transparent, Hedges: info.hedges, Resend: info.resend, Decision: dec}
+	rec := AttemptRecord{Status: info.status, Err: err, Processed: info.processed, Transparent: info.transparent, Hedges: info.hedges, Redirects: info.redirects, Resend: info.resend, Decision: dec}
 	if n == 2 && len(l.rep.Attempts) == 1 && cap(l.rep.Attempts) == 1 {
 		// A retry outgrew the room for the first attempt: one allocation
 		// for every attempt the policy allows (within reason), not one per
