@@ -99,12 +99,27 @@ func ReportOf(resp *http.Response) *Report {
 	if resp == nil || resp.Request == nil {
 		return nil
 	}
-	if op := operation.From(resp.Request.Context()); op != nil {
-		if w := op.Last(); w != nil {
-			if o, ok := w.Layer.(*httpOp); ok {
-				return &o.rep
-			}
+	ctx := resp.Request.Context()
+	op := operation.From(ctx)
+	if op == nil {
+		return nil
+	}
+	var last *httpOp
+	if w := op.Last(); w != nil {
+		last, _ = w.Layer.(*httpOp)
+	}
+	if last != nil && last.handed == resp {
+		return &last.rep // the outermost retry layer's, as usual
+	}
+	if a := operation.AttemptOf(ctx); a != nil {
+		if o, ok := a.Owner.Layer.(*httpOp); ok && o.handed == resp {
+			// A response the owner did not hand back: one of a retry layer
+			// per send of a hedge above it, whose send won.
+			return &o.rep
 		}
+	}
+	if last != nil {
+		return &last.rep
 	}
 	return nil
 }

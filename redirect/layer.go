@@ -81,10 +81,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var via []*http.Request
 	for hops := 0; ; hops++ {
 		if hops > 0 {
-			if op := operation.From(cur.Context()); op != nil {
+			if tr := operation.TraceOf(cur.Context()); tr != nil {
 				// A retry layer above counts this send as a hop of its
 				// attempt, not as one the transport made on its own.
-				op.Trace().Hopped()
+				tr.Hopped()
 			}
 		}
 		resp, err := wire.RoundTrip(t.next, cur)
