@@ -526,13 +526,13 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The retry layer above, if any, numbers the send and watches the wire:
 	// the connections it counts while this RoundTrip runs are this send's,
 	// even when a layer between makes more sends (redirect hops).
-	var resend, conns0 int
+	var resend, conns0, marks0 int
 	op := operation.From(req.Context())
-	var watch *wire.Trace // the operation's, or this layer's own outside a stack
+	var watch *wire.Trace // the operation's (or its retry layer's), or this layer's own outside a stack
 	if op != nil {
 		resend = op.Sends() // the sends before this one, counted next to the base
-		watch = op.Trace()
-		conns0 = watch.Conns()
+		watch = operation.TraceOf(req.Context())
+		conns0, marks0 = watch.Conns(), watch.Hedges()+watch.Hops()
 	}
 	// What a sampler should see: the attributes known before the send.
 	start := s.method.attrs(s.attrs[:0])
@@ -569,7 +569,9 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	attrs := s.attrs[:0]
 	var transparent int
 	if span.IsRecording() {
-		transparent = watch.Conns() - conns0 - 1
+		// Less the sends of hedges and redirect hops that ran meanwhile:
+		// a hedge's connection is not a resend of this one.
+		transparent = watch.Conns() - conns0 - (watch.Hedges() + watch.Hops() - marks0) - 1
 		if host, port, ok := splitAddr(watch.Peer()); ok {
 			attrs = append(attrs, semconv.NetworkPeerAddress(host), semconv.NetworkPeerPort(port))
 		}
