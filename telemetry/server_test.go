@@ -69,9 +69,9 @@ func TestServerAddressLinesUp(t *testing.T) {
 			for _, kv := range e.Attributes {
 				switch kv.Key {
 				case "server.address":
-					sv.address, found = kv.Value.Emit(), true
+					sv.address, found = kv.Value.String(), true
 				case "server.port":
-					sv.port = kv.Value.Emit()
+					sv.port = kv.Value.String()
 				}
 			}
 			if found {
@@ -99,7 +99,7 @@ func TestServerAddressLinesUp(t *testing.T) {
 			for _, set := range sets {
 				if a, ok := set.Value("server.address"); ok {
 					p, _ := set.Value("server.port")
-					got["metric "+m.Name] = server{a.Emit(), p.Emit()}
+					got["metric "+m.Name] = server{a.String(), p.String()}
 				}
 			}
 		}
