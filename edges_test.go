@@ -53,23 +53,25 @@ func TestFailedRewindEndsTheReplays(t *testing.T) {
 	p.Backoff, p.Budget = policy.Backoff{}, nil
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
-	c, err := retrystack.NewClient(retrystack.Config{Policy: &p, Transport: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
 		name     string
 		path     string
 		failAt   int32 // the rewind that fails
 		requests int
-		status   int // 0: an error
+		status   int  // 0: an error
+		fail     bool // FailOnExhausted: the 503 as an error
 	}{
-		{"first rewind", "/fail/1/503", 1, 1, 503},
-		{"second rewind", "/fail/2/503", 2, 2, 503},
-		{"first rewind after a reset", "/abort", 1, 1, 0},
+		{"first rewind", "/fail/1/503", 1, 1, 503, false},
+		{"second rewind", "/fail/2/503", 2, 2, 503, false},
+		{"first rewind after a reset", "/abort", 1, 1, 0, false},
+		{"first rewind, FailOnExhausted", "/fail/1/503", 1, 1, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			key := strings.ReplaceAll(tc.name, " ", "-")
+			c, err := retrystack.NewClient(retrystack.Config{Policy: &p, Transport: tr, FailOnExhausted: tc.fail})
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := strings.NewReplacer(" ", "-", ",", "").Replace(tc.name)
 			body := &rewinder{Reader: strings.NewReader("the upload"), failAt: tc.failAt}
 			req, _ := http.NewRequest("PUT", srv.URL()+tc.path+"?key="+key, body)
 			resp, err := c.Do(req)

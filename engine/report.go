@@ -167,9 +167,13 @@ func (e *Error) Timeout() bool {
 type ExhaustedError struct {
 	Report *Report
 	Last   *middleware.StatusError // the last response, its body bounded
+	body   error                   // why the request body could not be sent again, when that ended the retries
 }
 
 func (e *ExhaustedError) Error() string {
+	if e.body != nil {
+		return fmt.Sprintf("engine: %s after %d attempt(s): last status %s; not retried: %v", e.Report.Stop, len(e.Report.Attempts), e.Last.Status, e.body)
+	}
 	return fmt.Sprintf("engine: %s after %d attempt(s): last status %s", e.Report.Stop, len(e.Report.Attempts), e.Last.Status)
 }
 

@@ -332,7 +332,7 @@ func (l *loop[T]) finish(stop policy.StopReason, v T, err error, dec policy.Deci
 				l.lose()
 				l.end(stop)
 				var zero T
-				return zero, &ExhaustedError{Report: l.rep, Last: se}
+				return zero, &ExhaustedError{Report: l.rep, Last: se, body: l.bodyErr}
 			}
 		}
 		l.pitfall(PitfallExhaustedRetryableStatus)
