@@ -157,7 +157,10 @@ func TestExtremeConfigRuns(t *testing.T) {
 	}{
 		{"most attempts", "/fail/1/503", func(p *policy.Policy) { p.MaxAttempts = 10_000 }, policy.StopSuccess},
 		{"1 ns timeout", "/s/200", func(p *policy.Policy) { p.Timeout = 1 }, policy.StopDeadline},
-		{"1 ns attempt timeout", "/s/200", func(p *policy.Policy) { p.AttemptTimeout = 1 }, policy.StopAttemptsExhausted},
+		// Default's budget pays for a timeout's retry only from the last
+		// second's successes: a new client has none.
+		{"1 ns attempt timeout", "/s/200", func(p *policy.Policy) { p.AttemptTimeout = 1 }, policy.StopBudgetExhausted},
+		{"1 ns attempt timeout, no budget", "/s/200", func(p *policy.Policy) { p.AttemptTimeout, p.Budget = 1, nil }, policy.StopAttemptsExhausted},
 		{"longest backoff", "/s/503", func(p *policy.Policy) {
 			p.Backoff = policy.Backoff{Base: math.MaxInt64, Jitter: policy.JitterNone}
 			p.Timeout = time.Minute
@@ -166,7 +169,7 @@ func TestExtremeConfigRuns(t *testing.T) {
 			p.RetryAfter.Max = math.MaxInt64
 			p.Timeout = time.Minute
 		}, policy.StopWaitExceedsBudget},
-		{"budget without reserve or ratio", "/s/503", func(p *policy.Policy) { p.Budget = presets.Budget(time.Second, 0, 0) }, policy.StopBudgetExhausted},
+		{"smallest earned budget", "/s/503", func(p *policy.Policy) { p.Budget, _ = policy.NewEarnedBudget(1e-6, 1) }, policy.StopBudgetExhausted},
 		{"budget ratio 1000", "/fail/1/503", func(p *policy.Policy) { p.Budget = presets.Budget(time.Minute, 0, 1000) }, policy.StopBudgetExhausted},
 		{"jitter at the top of its range", "/fail/1/503", func(p *policy.Policy) {
 			p.Backoff.Base = time.Millisecond

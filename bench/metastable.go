@@ -91,3 +91,79 @@ func Metastable(lib Overloader, e overload.Experiment) (overload.Result, error) 
 	}
 	return e.Run(rt, svc), nil
 }
+
+// The fleet experiment (issue 35): the metastable experiment's service and
+// trigger, its load split evenly over n independent clients, each built
+// as a process of its own would build it (its own budget, throttle,
+// breaker and pacing state; not its own CPU, scheduler or connection
+// pool: every client here is in one process).
+const (
+	FleetWarmup = time.Second
+	// FleetCredit is the full budget window every client has run before
+	// the trigger: its operations are sent back to back before the run
+	// (overload.Experiment.Credit), so that each budget and throttle holds
+	// what 10 s of the load would have left it.
+	FleetCredit = 10 * time.Second
+	FleetAfter  = 10 * time.Second
+)
+
+// FleetExperiment is the run at rate operations a second, with (credit)
+// or without a full budget window of warm-up before the 1 s one.
+func FleetExperiment(rate float64, credit bool) overload.Experiment {
+	e := overload.Experiment{
+		Rate: rate, Warmup: FleetWarmup, Trigger: time.Second, After: FleetAfter,
+		TriggerCapacity: 0.4, Grace: metaAttempt,
+	}
+	if credit {
+		e.Credit = FleetCredit
+	}
+	return e
+}
+
+// Fleet runs e with n clients of lib.
+func Fleet(lib Overloader, n int, e overload.Experiment) (overload.Result, error) {
+	svc := overload.NewService(metaWorkers, metaService)
+	defer svc.Close()
+	clients := make([]http.RoundTripper, n)
+	for i := range clients {
+		rt, err := lib.New(svc, metaAttempt)
+		if err != nil {
+			return overload.Result{}, err
+		}
+		clients[i] = rt
+	}
+	return e.Run(overload.Fleet(clients), svc), nil
+}
+
+// FleetLibs are the clients of the fleet experiment: the overload
+// experiment's but the naive one, and retrystack with the budget its
+// defaults had before (tower's: a reserve of 10 retries a second per
+// client).
+var FleetLibs = append([]Overloader{{"retrystack, tower's budget (before)", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
+	p := attemptTimeout(to)
+	b, err := policy.NewTPSBudget(10*time.Second, 10, 0.2)
+	p.Budget = b
+	if err != nil {
+		return nil, err
+	}
+	return retrystack.NewTransport(retrystack.Config{Policy: p, Transport: svc})
+}}}, Overloaders[1:]...)
+
+// SmallClients runs ops operations through each of n clients of lib,
+// against a healthy service that answers each request 503 with
+// probability fail (at random, from seed) and 200 otherwise, after every
+// client has run warm operations (the clients side by side, each one's
+// operations back to back: compressed time). It returns the share of the
+// measured operations that ended 200.
+func SmallClients(lib Overloader, n, warm, ops int, fail float64, seed uint64) (float64, error) {
+	svc := overload.Flaky(fail, seed)
+	clients := make([]http.RoundTripper, n)
+	for i := range clients {
+		rt, err := lib.New(svc, metaAttempt)
+		if err != nil {
+			return 0, err
+		}
+		clients[i] = rt
+	}
+	return overload.Healthy(clients, warm, ops), nil
+}

@@ -193,6 +193,13 @@ func (b *Breaker) State(key string) State {
 	return c.state
 }
 
+// refused reports whether err is a layer below refusing to send: a
+// policy.Refusal.
+func refused(err error) bool {
+	_, ok := errors.AsType[policy.Refusal](err)
+	return ok
+}
+
 func failure(resp *http.Response, err error) bool {
 	if err != nil {
 		return !errors.Is(err, context.Canceled)
@@ -328,9 +335,11 @@ func (t *transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 	b.changed(req.Context(), c, key, change)
 	unsent = false
 	resp, err = wire.RoundTrip(t.next, req)
-	if err != nil && req.Context().Err() == context.Canceled {
+	if err != nil && (req.Context().Err() == context.Canceled || refused(err)) {
 		// The caller's, whatever the error says (net/http returns the
-		// cancellation's cause): neither success nor failure.
+		// cancellation's cause), or a refusal by a layer below (a
+		// concurrency limit): nothing was asked of the service, so
+		// neither success nor failure.
 		held = false
 		c.release(adm)
 		done = true

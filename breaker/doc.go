@@ -16,7 +16,8 @@
 //     the circuit, one failure opens it again.
 //
 // A failure is a transport error or a 5xx response; a 4xx is the caller's
-// problem, and a cancellation is never the service's. A deadline that
+// problem, and a cancellation is never the service's, nor a refusal by a
+// layer below (a concurrency limit: nothing was sent). A deadline that
 // ends a request counts as a failure, whoever set it (Config.Failure). The layer
 // is named "breaker" and can sit outside the retry layer (it then counts
 // operations) or inside it (it counts attempts, and the retry layer stops

@@ -13,7 +13,8 @@ import (
 )
 
 // A breaker outside the retry layer counts operations: after two failed
-// operations (three attempts each) it fails the next one at once.
+// operations it fails the next one at once. (The second operation makes one
+// attempt: the first spent the retries Default's budget holds at once.)
 func ExampleLayer() {
 	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -43,6 +44,6 @@ func ExampleLayer() {
 	}
 	// Output:
 	// 503 attempts-exhausted
-	// 503 attempts-exhausted
+	// 503 budget-exhausted
 	// failed fast: nothing sent
 }

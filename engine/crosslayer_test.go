@@ -145,8 +145,6 @@ func TestPushbackStops(t *testing.T) {
 // other (a third party: S3, Stripe) no Retrystack-* header is sent, under
 // a deadline neither, and its "do not retry" is not obeyed.
 func TestSignalsOnlyToNamedHosts(t *testing.T) {
-	p := policy.Default()
-	p.Timeout = time.Minute
 	for _, c := range []struct {
 		name      string
 		to        *policy.Scope
@@ -159,6 +157,8 @@ func TestSignalsOnlyToNamedHosts(t *testing.T) {
 		{"every host", &policy.Scope{}, 1, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			p := policy.Default() // a client of its own, with its own budget
+			p.Timeout = time.Minute
 			rec := &recorder{script: []int{503}, header: http.Header{"Retrystack-Should-Retry": {"false"}}}
 			srv := httptest.NewServer(rec)
 			defer srv.Close()
@@ -215,10 +215,13 @@ func TestInboundPushback(t *testing.T) {
 func TestRoutes(t *testing.T) {
 	never := policy.Never()
 	never.Name = "payments"
+	// Routing is the subject, not the budget: each route retries every time.
 	search := policy.Default()
-	search.Name = "search"
+	search.Name, search.Budget = "search", nil
+	def := policy.Default()
+	def.Budget = nil
 	rec := &recorder{script: []int{503}}
-	c, url := crossClient(t, Config{Policy: policy.Default(), Routes: []Route{
+	c, url := crossClient(t, Config{Policy: def, Routes: []Route{
 		{PathPrefix: "/nowhere/", Policy: never}, // unnamed
 		{Name: "payments", PathPrefix: "/payments/", Policy: never},
 		{Name: "search", PathPrefix: "/search/", Method: "GET", Policy: search},

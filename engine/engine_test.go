@@ -178,8 +178,11 @@ func (f *fixture) outcome(resp *http.Response, rep *Report) outcome {
 const ms = time.Millisecond
 
 func TestStopReasons(t *testing.T) {
-	naive := policy.Default()
-	naive.Classify = policy.Rules{Statuses: policy.RetryableStatuses(), Errors: func(policy.ErrorKind) bool { return true }, Safe: func(*http.Request) bool { return true }}.Classify
+	naive := func() policy.Policy { // each row a client of its own, with its own budget
+		p := policy.Default()
+		p.Classify = policy.Rules{Statuses: policy.RetryableStatuses(), Errors: func(policy.ErrorKind) bool { return true }, Safe: func(*http.Request) bool { return true }}.Classify
+		return p
+	}
 	tests := []struct {
 		name           string
 		p              policy.Policy
@@ -218,17 +221,17 @@ func TestStopReasons(t *testing.T) {
 			want: outcome{Status: 200, Requests: 2, Stop: policy.StopSuccess, Waits: []time.Duration{50 * ms}},
 		},
 		{
-			name: "naive classifier sends the POST three times", p: naive, method: "POST", path: "/orders", body: "item",
+			name: "naive classifier sends the POST three times", p: naive(), method: "POST", path: "/orders", body: "item",
 			want: outcome{Status: 503, Requests: 3, Stop: policy.StopAttemptsExhausted, Waits: []time.Duration{50 * ms, 100 * ms},
 				Pitfalls: []Pitfall{PitfallNonIdempotentRetried, PitfallNonIdempotentRetried, PitfallExhaustedRetryableStatus}},
 		},
 		{
-			name: "streaming body past the replay limit is not replayed", p: naive, method: "POST", path: "/s/503", body: "item", stream: true, replayLimit: 3,
+			name: "streaming body past the replay limit is not replayed", p: naive(), method: "POST", path: "/s/503", body: "item", stream: true, replayLimit: 3,
 			want: outcome{Status: 503, Requests: 1, Stop: policy.StopBodyNotReplayable,
 				Pitfalls: []Pitfall{PitfallBodyNotReplayable, PitfallExhaustedRetryableStatus}},
 		},
 		{
-			name: "streaming body within the replay limit is replayed", p: naive, method: "POST", path: "/s/503", body: "item", stream: true,
+			name: "streaming body within the replay limit is replayed", p: naive(), method: "POST", path: "/s/503", body: "item", stream: true,
 			want: outcome{Status: 503, Requests: 3, Stop: policy.StopAttemptsExhausted, Waits: []time.Duration{50 * ms, 100 * ms},
 				Pitfalls: []Pitfall{PitfallNonIdempotentRetried, PitfallNonIdempotentRetried, PitfallExhaustedRetryableStatus}},
 		},
@@ -342,6 +345,7 @@ func TestTime(t *testing.T) {
 	t.Run("attempt timeout retried", func(t *testing.T) {
 		p := policy.Default()
 		p.AttemptTimeout = 20 * ms
+		p.Budget = nil // Default's pays for a timeout's retry only from the last second's successes (TestTimeoutRetryNeedsRecentSuccesses)
 		f := setup(t, p)
 		_, rep, err := f.send(context.Background(), "GET", "/slow/headers?delay=1h", "", false)
 		if !errors.Is(err, context.DeadlineExceeded) {

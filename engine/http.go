@@ -155,6 +155,7 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 		replayable: wire.Replayable(req) || o.rp != nil,
 		covered:    e.p.Scope.Covers(req),
 		idempotent: policy.Idempotent(req),
+		keyed:      req.Header.Get(protocol.IdempotencyKey) != "" || req.Header.Get(protocol.XIdempotencyKey) != "",
 	}
 	if req.Body != nil {
 		f.body = req.Body

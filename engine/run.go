@@ -61,6 +61,7 @@ type facts struct {
 	replayable bool      // it can be sent again
 	covered    bool      // the policy's scope covers it
 	idempotent bool      // resending it repeats no effect
+	keyed      bool      // it carries an Idempotency-Key: a server that honours it does no work twice
 	deadline   time.Time // when a Policy.Timeout ends it; zero without one
 	body       io.Closer // closed if no attempt is sent; nil if none
 }
@@ -159,6 +160,7 @@ type loop[T any] struct {
 	returned bool          // the loop returned: nothing left to release
 	polled   bool          // the last retry asks again for a keyed request in flight
 	bodyErr  error         // why the body could not be sent again, when that stopped the retries
+	refund   refunder      // the budget that paid for the last retry, if it pays back one that succeeds
 }
 
 // inFlight names the stop of an operation that ended while the server
@@ -282,10 +284,10 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 	overruled := false
 	if err != nil {
 		// Time and cancellation overrule the classifier: a caller that
-		// gave up, or an operation out of time, is never retried. Not a
-		// refusal's reason, unless the caller cancelled: a layer that
-		// waited for room until the deadline names the cause, whichever
-		// of its clock and the deadline's fired first (policy.Refusal).
+		// gave up, or an operation out of time, is never retried.
+		// A refusal names its cause even at the deadline (a limit that
+		// waited for room until then): only a cancellation overrules it,
+		// so the stop is the same whichever clock fired first.
 		if stop, ok := l.d.stopFor(); ok && (stop != policy.StopAttemptTimeout || !dec.Retry) && (!refused || stop == policy.StopCancelled) {
 			dec, overruled = policy.Stop(stop), true
 		}
@@ -294,7 +296,11 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 		// A request that needed no retry; not a refusal (nothing was
 		// sent) nor a pushback (an overload answer, not a success).
 		e.p.Budget.Deposit()
+		if l.refund != nil && dec.Stop == policy.StopSuccess {
+			l.refund.Refund() // the retry that succeeded pays for itself
+		}
 	}
+	l.refund = nil
 	rec := AttemptRecord{Status: info.status, Err: err, Processed: info.processed, Transparent: info.transparent, Hedges: info.hedges, Redirects: info.redirects, Resend: info.resend, Decision: dec}
 	if n == 2 && len(l.rep.Attempts) == 1 && cap(l.rep.Attempts) == 1 {
 		// A retry outgrew the room for the first attempt: one allocation
@@ -420,8 +426,8 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 	}
 	// Asking again for a keyed request the server is still processing
 	// sends no work (the server answers from its store): within a
-	// deadline it is bounded by time (and the budget, as any retry), not
-	// by MaxAttempts, so that a write that succeeded is not reported a
+	// deadline it is bounded by time and the backoff, not by the budget
+	// or MaxAttempts, so that a write that succeeded is not reported a
 	// conflict. MaxAttempts 1 still turns retries off.
 	_, bounded := l.op.Deadline()
 	poll := cause == protocol.CauseKeyInFlight && bounded && e.p.MaxAttempts > 1
@@ -471,11 +477,43 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 		return policy.StopWaitExceedsBudget, 0, false // a wait that cannot finish is not started
 	}
 	// Last: the budget pays only for a retry that will be sent.
-	if e.p.Budget != nil && !e.p.Budget.Withdraw() {
+	if e.p.Budget != nil && !poll && !l.withdraw(err) {
 		l.pitfall(PitfallBudgetExhausted)
 		return policy.StopBudgetExhausted, 0, false
 	}
 	return "", wait, fromHint
+}
+
+// afterTimeout is a Budget that pays for the retry of an attempt that
+// timed out apart from others (policy.NewEarnedBudget's).
+type afterTimeout interface{ WithdrawAfterTimeout() bool }
+
+// refunder is a Budget that pays back a retry that succeeded
+// (policy.NewEarnedBudget's).
+type refunder interface{ Refund() }
+
+// withdraw pays the budget for a retry. (Asking again for a keyed request
+// in flight is not charged: the server answers it from its store, and the
+// deadline bounds it.) Resending an attempt that never
+// reached the server (a failed dial, a refused stream) costs the server
+// nothing, and the budget nothing; an
+// unkeyed attempt that timed out may still be running there, and a budget
+// that prices that apart is asked so.
+func (l *loop[T]) withdraw(err error) bool {
+	b := l.e.p.Budget
+	if err != nil && (isDial(err) || policy.KindOf(err) == policy.ErrorRefusedStream) {
+		return true // known unsent; not merely unseen, as through a transport that reports nothing
+	}
+	if t, ok := b.(afterTimeout); ok && err != nil && !l.f.keyed {
+		if stop, _ := l.d.stopFor(); stop == policy.StopAttemptTimeout {
+			return t.WithdrawAfterTimeout()
+		}
+	}
+	if !b.Withdraw() {
+		return false
+	}
+	l.refund, _ = b.(refunder)
+	return true
 }
 
 // pace waits until a host that asked for no requests allows them again,

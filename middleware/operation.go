@@ -105,7 +105,8 @@ type Event struct {
 // docs/architecture.md): the retry layer's response discarded for a
 // retry, retry planned (its wait and cause), pitfall, and refusal by a
 // layer below (its stop reason); a hedge sent; a circuit breaker's state
-// change; a request the throttle refused.
+// change; a request the throttle refused; a request the concurrency
+// limit refused; a fault the chaos layer injected.
 const (
 	EventDiscarded     = protocol.EventDiscarded
 	EventRetry         = protocol.EventRetry
@@ -114,6 +115,8 @@ const (
 	EventHedge         = protocol.EventHedge
 	EventBreakerChange = protocol.EventBreaker
 	EventThrottle      = protocol.EventThrottle
+	EventLimit         = protocol.EventLimit
+	EventChaos         = protocol.EventChaos
 )
 
 // An Observer is told the events of the operations it observes, on the

@@ -11,9 +11,17 @@ import (
 // the classifier does not retry deposits, each retry withdraws, and a retry
 // that cannot withdraw is not made (stop reason budget-exhausted, pitfall
 // budget-exhausted). A retry that is refused for another reason (its wait
-// would not fit) withdraws nothing. Implementations must be safe for
-// concurrent use and quick: they run on every request. NewTPSBudget
-// makes the usual one.
+// would not fit) withdraws nothing, and so does the resend of an attempt
+// that never reached the server (a failed dial, a refused stream).
+// Implementations must be safe for concurrent use and quick: they run on
+// every request. [NewEarnedBudget] makes [Default]'s, [NewTPSBudget]
+// tower's.
+//
+// A Budget may also have the methods WithdrawAfterTimeout() bool and
+// Refund(), as NewEarnedBudget's has: the engine then pays for the retry
+// of an unkeyed attempt that timed out with WithdrawAfterTimeout instead
+// of Withdraw, and calls Refund when a retry that Withdraw paid for
+// succeeds.
 type Budget interface {
 	Deposit()
 	Withdraw() bool
@@ -37,6 +45,10 @@ type tpsBudget struct {
 }
 
 const budgetSlots = 10
+
+// maxMinPerSec is the largest reserve NewTPSBudget accepts, in retries a
+// second.
+const maxMinPerSec = 1_000_000
 
 // NewTPSBudget returns a client-wide retry budget: the tower/Finagle TPS
 // budget that reqwest uses. Every request the classifier does not retry deposits; every
@@ -62,12 +74,14 @@ func NewTPSBudget(ttl time.Duration, minPerSec int, ratio float64) (Budget, erro
 	switch {
 	case ttl < time.Second || ttl > time.Minute:
 		return nil, &ConfigError{Field: "Budget.TTL", Value: ttl, Reason: "must be between 1s and 1m"}
-	case minPerSec < 0 || minPerSec > 1<<31-2:
-		return nil, &ConfigError{Field: "Budget.MinPerSecond", Value: minPerSec, Reason: "must be between 0 and 2147483646"}
+	case minPerSec < 0 || minPerSec > maxMinPerSec:
+		return nil, &ConfigError{Field: "Budget.MinPerSecond", Value: minPerSec, Reason: "must be between 0 and 1000000: a reserve of more retries a second than any client sends never refuses one"}
 	case !(ratio >= 0 && ratio <= 1000): // also rejects NaN
 		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be between 0 and 1000"}
 	case ratio > 0 && ratio < minBudgetRatio:
 		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be 0 or at least 1e-6"}
+	case ratio == 0 && minPerSec == 0:
+		return nil, &ConfigError{Field: "Budget.MinPerSecond", Value: minPerSec, Reason: "must be above 0 when Budget.Ratio is 0: with neither a reserve nor a ratio the budget never allows a retry (set Policy.MaxAttempts to 1 for that)"}
 	}
 	return newTPSBudget(ttl, minPerSec, ratio), nil
 }
@@ -146,12 +160,19 @@ func (b *tpsBudget) balance() int64 {
 // past ttl, once a window has gone by.
 func (b *tpsBudget) expire() {
 	now := int64(b.since(b.start))
-	if now-b.genAt.Load() < int64(b.window) {
+	if d := now - b.genAt.Load(); d >= 0 && d < int64(b.window) {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	diff := time.Duration(now - b.genAt.Load())
+	if diff < 0 {
+		// A clock that went back (an injected one: time.Since is
+		// monotonic): the current window starts again now, instead of
+		// holding every deposit until the clock catches up.
+		b.genAt.Store(now)
+		return
+	}
 	if diff < b.window {
 		return // another goroutine moved the window on
 	}
@@ -167,4 +188,120 @@ func (b *tpsBudget) expire() {
 	}
 	b.index = idx
 	b.genAt.Store(now)
+}
+
+// earnedBudget is the budget NewEarnedBudget makes.
+type earnedBudget struct {
+	earn  int64        // credit per success, in millionths of a retry
+	burst int64        // the most credit the stock holds
+	stock atomic.Int64 // credit for retries after fast failures
+
+	// recent is credit earned in the last second, for retries after an
+	// attempt that timed out; withdrawn two units at a time.
+	recent *tpsBudget
+}
+
+// unit is one retry's worth of an earnedBudget's credit.
+const unit = 1_000_000
+
+// NewEarnedBudget returns the budget of [Default]: retries are paid for only
+// by the client's own successes, so that a fleet of clients retries no
+// more than its successes pay for, however many clients it has.
+//
+//   - Every request that needed no retry earns ratio of a retry (0.2:
+//     one retry for five successes).
+//   - The credit a client holds is capped at burst retries, and a new
+//     budget starts full: a client that has just started can retry, and
+//     no client has a large stock to spend at once when a service slows
+//     down. Nothing refills with time.
+//   - A retry after an attempt that timed out (the server may still be
+//     working on it: a retry doubles the work of a service that is
+//     already slow) is paid for twice over from the credit earned in the
+//     last second alone, not from the stock: a client that sent fewer
+//     than 10 successful requests in the last second does not retry its
+//     timeouts, and a fleet of small clients adds no load to an
+//     overloaded service. Keyed requests (an Idempotency-Key) are exempt
+//     from that rule: a server that honours the key does not do the work
+//     twice.
+//
+// The engine does not charge a budget for resending an attempt that never
+// reached the server (a refused connection, a stale keep-alive
+// connection, a GOAWAY): it cost the server nothing.
+//
+// ratio must be above 0 and at most 1 (a budget that earns nothing never
+// allows a retry; one that earns more than a retry per success allows
+// retries to double the load); burst between 1 and 1000. Other values are
+// a *ConfigError. The budget is safe for concurrent use and does not
+// allocate.
+func NewEarnedBudget(ratio float64, burst int) (Budget, error) {
+	switch {
+	case !(ratio >= minBudgetRatio && ratio <= 1): // also rejects NaN
+		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be between 1e-6 and 1: a budget that earns nothing never allows a retry, and more than one retry per success could double the load"}
+	case burst < 1 || burst > 1000:
+		return nil, &ConfigError{Field: "Budget.Burst", Value: burst, Reason: "must be between 1 and 1000: a stock below one retry never allows one"}
+	}
+	return newEarnedBudget(ratio, burst), nil
+}
+
+func newEarnedBudget(ratio float64, burst int) *earnedBudget {
+	b := &earnedBudget{earn: int64(ratio * unit), burst: int64(burst) * unit, recent: newTPSBudget(time.Second, 0, ratio)}
+	b.stock.Store(b.burst)
+	return b
+}
+
+// Deposit records a request that needed no retry.
+func (b *earnedBudget) Deposit() {
+	for {
+		s := b.stock.Load()
+		if s >= b.burst || b.stock.CompareAndSwap(s, min(s+b.earn, b.burst)) {
+			break
+		}
+	}
+	b.recent.Deposit()
+}
+
+// Withdraw pays for a retry from the stock; it takes the last second's
+// credit too where there is some, so that the two together stay within
+// ratio of the successes.
+func (b *earnedBudget) Withdraw() bool {
+	for {
+		s := b.stock.Load()
+		if s < unit {
+			return false
+		}
+		if b.stock.CompareAndSwap(s, s-unit) {
+			b.recent.Withdraw()
+			return true
+		}
+	}
+}
+
+// Refund pays back a retry, paid by Withdraw, that succeeded: it turned a
+// failure into a success, which is what the budget is for.
+func (b *earnedBudget) Refund() {
+	for {
+		s := b.stock.Load()
+		if s >= b.burst || b.stock.CompareAndSwap(s, min(s+unit, b.burst)) {
+			return
+		}
+	}
+}
+
+// WithdrawAfterTimeout pays for the retry of an attempt that timed out:
+// two retries' worth of the credit earned in the last second.
+func (b *earnedBudget) WithdrawAfterTimeout() bool {
+	b.recent.expire()
+	if b.recent.balance() < 2*b.recent.withdraw {
+		return false
+	}
+	b.recent.writer.Add(-2 * b.recent.withdraw)
+	return true
+}
+
+// Retries is how many retries after fast failures the budget would allow
+// now, for telemetry.
+func (b *earnedBudget) Retries() int { return int(b.stock.Load() / unit) }
+
+func (b *earnedBudget) String() string {
+	return fmt.Sprintf("earned budget(%.2f a success, at most %d, %d retries left)", float64(b.earn)/unit, b.burst/unit, b.Retries())
 }

@@ -14,7 +14,7 @@ func manual(b *tpsBudget) *time.Duration {
 	return &now
 }
 
-func withdrawals(b *tpsBudget) int {
+func withdrawals(b Budget) int {
 	n := 0
 	for b.Withdraw() {
 		n++
@@ -148,6 +148,8 @@ func TestNewBudgetRejects(t *testing.T) {
 		{10 * time.Second, 10, -0.1, "Budget.Ratio"},
 		{10 * time.Second, 10, 1000.5, "Budget.Ratio"},
 		{10 * time.Second, 10, math.NaN(), "Budget.Ratio"},
+		{10 * time.Second, 0, 0, "Budget.MinPerSecond"},           // never allows a retry
+		{10 * time.Second, 1_000_001, 0.2, "Budget.MinPerSecond"}, // never refuses one
 	}
 	for _, tt := range tests {
 		_, err := NewTPSBudget(tt.ttl, tt.minPerSec, tt.ratio)
@@ -227,4 +229,162 @@ func TestBudgetDepositsLastTheTTL(t *testing.T) {
 	if n := b.Retries(); n != 0 {
 		t.Errorf("after the ttl: %d retries left, want 0", n)
 	}
+}
+
+func earned(ratio float64, burst int) (*earnedBudget, *time.Duration) {
+	b := newEarnedBudget(ratio, burst)
+	return b, manual(b.recent)
+}
+
+// A new earned budget holds its burst; afterwards only successes refill
+// it, one retry for five, never past the burst, and never with time.
+func TestEarnedBudgetStock(t *testing.T) {
+	b, now := earned(0.2, 2)
+	if got := withdrawals(b); got != 2 {
+		t.Fatalf("a new budget: %d retries, want its burst of 2", got)
+	}
+	*now += time.Hour
+	if b.Withdraw() {
+		t.Fatal("an hour later, with no success: a retry allowed; nothing refills with time")
+	}
+	for range 4 {
+		b.Deposit()
+	}
+	if b.Withdraw() {
+		t.Fatal("4 successes paid for a retry; it takes 5")
+	}
+	b.Deposit()
+	if !b.Withdraw() || b.Withdraw() {
+		t.Fatal("5 successes should pay for exactly one retry")
+	}
+	for range 1000 {
+		b.Deposit()
+	}
+	if got := withdrawals(b); got != 2 {
+		t.Errorf("after 1000 successes: %d retries at once, want the burst of 2", got)
+	}
+}
+
+// A retry that succeeded pays for itself: a client whose every request
+// needs one retry keeps retrying.
+func TestEarnedBudgetRefund(t *testing.T) {
+	b, _ := earned(0.2, 2)
+	for i := range 100 {
+		if !b.Withdraw() {
+			t.Fatalf("operation %d: retry refused", i)
+		}
+		b.Deposit() // the retry's success
+		b.Refund()
+	}
+	// Retries that fail are not refunded.
+	for range 2 {
+		b.Withdraw()
+	}
+	if b.Withdraw() {
+		t.Error("failed retries were refunded")
+	}
+}
+
+// The retry of an attempt that timed out is paid twice over, from the
+// credit of the last second alone: a client of fewer than 10 successes a
+// second never retries a timeout, and its stock does not help.
+func TestEarnedBudgetAfterTimeout(t *testing.T) {
+	b, now := earned(0.2, 2)
+	if b.WithdrawAfterTimeout() {
+		t.Fatal("a new budget retried a timeout: its stock is for fast failures")
+	}
+	for range 9 {
+		b.Deposit()
+	}
+	if b.WithdrawAfterTimeout() {
+		t.Fatal("9 successes in the last second paid for a timeout's retry; it takes 10")
+	}
+	b.Deposit()
+	if !b.WithdrawAfterTimeout() || b.WithdrawAfterTimeout() {
+		t.Fatal("10 successes in the last second should pay for exactly one timeout's retry")
+	}
+	for range 10 {
+		b.Deposit()
+	}
+	*now += 1100 * time.Millisecond
+	if b.WithdrawAfterTimeout() {
+		t.Error("successes more than a second old paid for a timeout's retry")
+	}
+	// Retries after fast failures draw on the last second too.
+	b, _ = earned(0.2, 2)
+	for range 10 {
+		b.Deposit()
+	}
+	b.Withdraw()
+	if b.WithdrawAfterTimeout() {
+		t.Error("a fast failure's retry and a timeout's retry were paid from the same credit")
+	}
+}
+
+// A clock that jumps, back or forward by hours, changes no decision by
+// more than the window.
+func TestBudgetClockJumps(t *testing.T) {
+	for _, jump := range []time.Duration{-5 * time.Hour, 5 * time.Hour} {
+		b := newTPSBudget(time.Second, 0, 0.5)
+		now := manual(b)
+		*now = 10 * time.Hour
+		b.Deposit()
+		b.Deposit()
+		*now += jump
+		if jump > 0 && b.Withdraw() {
+			t.Errorf("jump %v: deposits a window old paid for a retry", jump)
+		}
+		b.Deposit()
+		b.Deposit()
+		*now += 2 * time.Second // a window later, whatever the jump
+		if b.Withdraw() {
+			t.Errorf("jump %v: deposits more than a window old paid for a retry", jump)
+		}
+		b.Deposit()
+		b.Deposit()
+		if !b.Withdraw() {
+			t.Errorf("jump %v: fresh deposits did not pay for a retry", jump)
+		}
+	}
+}
+
+func TestNewEarnedBudgetRejects(t *testing.T) {
+	tests := []struct {
+		ratio float64
+		burst int
+		field string
+	}{
+		{0, 2, "Budget.Ratio"},
+		{1.5, 2, "Budget.Ratio"},
+		{math.NaN(), 2, "Budget.Ratio"},
+		{1e-7, 2, "Budget.Ratio"},
+		{0.2, 0, "Budget.Burst"},
+		{0.2, 1001, "Budget.Burst"},
+	}
+	for _, tt := range tests {
+		_, err := NewEarnedBudget(tt.ratio, tt.burst)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != tt.field {
+			t.Errorf("NewEarnedBudget(%v, %d) = %v, want a *ConfigError for %s", tt.ratio, tt.burst, err, tt.field)
+		}
+	}
+	if _, err := NewEarnedBudget(1, 1000); err != nil {
+		t.Errorf("the widest budget: %v", err)
+	}
+}
+
+func BenchmarkEarnedBudgetParallel(b *testing.B) {
+	budget := newEarnedBudget(0.2, 2)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		n := 0
+		for pb.Next() {
+			if n%5 == 0 {
+				budget.Withdraw()
+			} else {
+				budget.Deposit()
+			}
+			n++
+		}
+	})
 }

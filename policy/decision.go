@@ -24,6 +24,7 @@ const (
 	StopCircuitOpen           StopReason = "circuit-open"            // a circuit breaker inside the retry layer refused to send
 	StopThrottled             StopReason = "throttled"               // a throttle inside the retry layer refused to send: the host rejects too much (package throttle)
 	StopKeyInFlight           StopReason = "key-in-flight"           // the server was still processing the same keyed request (409) when time or attempts ran out: the write may yet complete
+	StopConcurrencyLimited    StopReason = "concurrency-limited"     // a concurrency limit inside the retry layer had no room for the request within its wait (package limit)
 )
 
 // A Refusal is an error by which a layer refused to send a request (a
@@ -31,14 +32,11 @@ const (
 // The value names its own stop reason, as a net.Error says whether it is
 // a timeout. A retry layer above stops at once with that reason, sends
 // nothing more, deposits nothing in its budget, and records the refusal
-// in its report, hooks and spans; no classifier is asked.
-//
-// A refusal keeps its reason at the operation's deadline too: a layer
-// that waits for room until the deadline and then refuses stops the
-// operation with its own reason, not deadline, whichever of its clock and
-// the deadline's fires first, since that reason names the cause (a
-// refusal is not a timeout: engine.Error.Timeout is false). Only a caller
-// that cancelled overrules it (cancelled).
+// in its report, hooks and spans; no classifier is asked. A refusal names
+// the stop even when the operation's deadline passed while the layer
+// waited for room (a concurrency limit's wait ends at the deadline): the
+// refusal says why nothing was sent, the deadline only when; only the
+// caller's cancellation overrules it.
 type Refusal interface {
 	error
 	StopReason() StopReason

@@ -11,8 +11,11 @@ import (
 // errors, and a 403 or 429 that says its rate limit is spent; full-jitter
 // backoff from 100 ms capped at 8 s; Retry-After and a spent rate limit's
 // reset honoured (never shortened, at most a minute), and holding back the
-// other requests to that host until then; a TPS budget of 20 % extra load (ttl
-// 10 s, reserve 10 retries a second), new with each call.
+// other requests to that host until then; a budget of retries earned only
+// by the client's own successes ([NewEarnedBudget](0.2, 2): one retry per
+// five successes, at most two at once, a timeout's retry only from the
+// last second's successes), new with each call, so that a fleet of
+// clients retries no more than its successes pay for (docs/fleet.md).
 func Default() Policy {
 	return Policy{
 		Name:        "default",
@@ -26,7 +29,7 @@ func Default() Policy {
 		}.Classify,
 		Backoff:    Backoff{Base: 100 * time.Millisecond, Cap: 8 * time.Second},
 		RetryAfter: RetryAfter{Max: time.Minute, Pace: true},
-		Budget:     newTPSBudget(10*time.Second, 10, 0.2),
+		Budget:     newEarnedBudget(0.2, 2),
 	}
 }
 

@@ -88,6 +88,8 @@ type Telemetry struct {
 	circuits    metric.Int64Counter
 	throttled   metric.Int64Counter
 	paced       metric.Int64Counter
+	limited     metric.Int64Counter
+	injected    metric.Int64Counter
 }
 
 // New returns a Telemetry for cfg, or the error of creating an instrument.
@@ -108,7 +110,7 @@ func New(cfg Config) (*Telemetry, error) {
 	v := version()
 	m := mp.Meter(scopeName, metric.WithInstrumentationVersion(v))
 	t := &Telemetry{tracer: tp.Tracer(scopeName, trace.WithInstrumentationVersion(v)), prop: prop}
-	var errs [9]error
+	var errs [11]error
 	t.reqDuration, errs[0] = httpconv.NewClientRequestDuration(m)
 	t.opDuration, errs[1] = m.Float64Histogram("retrystack.client.operation.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of logical operations: every attempt, wait and redirect hop, and the read of the final body."),
@@ -129,6 +131,10 @@ func New(cfg Config) (*Telemetry, error) {
 		metric.WithDescription("Requests the throttle refused locally, by host."))
 	t.paced, errs[8] = m.Int64Counter("retrystack.client.paced", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests that waited for a host's rate limit to reset, or stopped because the reset was past their deadline, by host and outcome."))
+	t.limited, errs[9] = m.Int64Counter("retrystack.client.concurrency_limited", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests a concurrency limit refused: no room within their wait, by key."))
+	t.injected, errs[10] = m.Int64Counter("retrystack.client.chaos.injected", metric.WithUnit("{fault}"),
+		metric.WithDescription("Faults the chaos layer injected, by kind: not real failures."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
@@ -227,6 +233,14 @@ func (t *Telemetry) record(ctx context.Context, span trace.Span, e middleware.Ev
 		t.pitfalls.Add(ctx, 1, metric.WithAttributes(attrOf(e, AttrPitfall, AttrPitfall)))
 	case protocol.EventThrottle:
 		t.throttled.Add(ctx, 1, metric.WithAttributes(attrOf(e, "", protocol.AttrServerAddress), attrOf(e, "", protocol.AttrServerPort)))
+	case protocol.EventLimit:
+		if t.limited != nil {
+			t.limited.Add(ctx, 1, metric.WithAttributes(attrOf(e, "", protocol.AttrLimitKey)))
+		}
+	case protocol.EventChaos:
+		if t.injected != nil {
+			t.injected.Add(ctx, 1, metric.WithAttributes(attrOf(e, "", protocol.AttrChaosFault)))
+		}
 	case protocol.EventPacing:
 		t.paced.Add(ctx, 1, metric.WithAttributes(attrOf(e, "", protocol.AttrServerAddress), attrOf(e, "", protocol.AttrServerPort), attrOf(e, "", protocol.AttrPacingOutcome)))
 	}

@@ -26,7 +26,7 @@ type Config struct {
 	// would refuse what the host accepts).
 	K float64
 	// Window is how far back requests and accepts count: 0 means 2
-	// minutes; negative is an error.
+	// minutes; below 1s (or negative) is an error.
 	Window time.Duration
 	// Overloaded says whether an answer is the host rejecting for
 	// overload; nil: a 429 or 503, or a transport error other than a
@@ -51,8 +51,8 @@ func Layer(cfg Config) middleware.Layer {
 	switch {
 	case cfg.K != 0 && (cfg.K < 1 || math.IsNaN(cfg.K) || math.IsInf(cfg.K, 0)):
 		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "K", Value: cfg.K, Reason: "must be at least 1"}}
-	case cfg.Window < 0:
-		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "Window", Value: cfg.Window, Reason: "must not be negative"}}
+	case cfg.Window < 0 || (cfg.Window > 0 && cfg.Window < time.Second):
+		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "Window", Value: cfg.Window, Reason: "must be 0 (2 minutes) or at least 1s: a shorter window seldom holds the 10 requests a host is judged on, and never refuses"}}
 	case cfg.MaxHosts < 0:
 		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "MaxHosts", Value: cfg.MaxHosts, Reason: "must not be negative"}}
 	}
@@ -101,8 +101,9 @@ type throttle struct {
 // by a racing request may be lost: the probability is an estimate.
 type host struct {
 	tick [buckets]atomic.Int64 // the bucket's period (time / width); a bucket of another period is empty
-	reqs [buckets]atomic.Int64
+	reqs [buckets]atomic.Int64 // sent and finished
 	accs [buckets]atomic.Int64
+	refs [buckets]atomic.Int64 // refused locally
 }
 
 // period is t's bucket period: floor division, so a clock before 1970
@@ -139,6 +140,7 @@ func (h *host) turn(i int, p int64) bool {
 		case h.tick[i].CompareAndSwap(old, p):
 			h.reqs[i].Store(0)
 			h.accs[i].Store(0)
+			h.refs[i].Store(0)
 			return true
 		}
 	}
@@ -147,13 +149,20 @@ func (h *host) turn(i int, p int64) bool {
 // probability is the chance of refusing a request at period p, from the
 // window's requests and accepts. Below minRequests nothing is refused: a
 // host the client has just started to call, or calls rarely, is not
-// judged on one or two answers.
+// judged on one or two answers. A bucket's local refusals count as
+// requests only if the host rejected some of what it was sent in it: once
+// it accepts everything again, the client's own refusals do not hold its
+// rate down for windows more.
 func (h *host) probability(p int64, k float64) float64 {
 	var reqs, accs int64
 	for i := range buckets {
 		if d := p - h.tick[i].Load(); d >= 0 && d < buckets {
-			reqs += h.reqs[i].Load()
-			accs += h.accs[i].Load()
+			sent, acc := h.reqs[i].Load(), h.accs[i].Load()
+			reqs += sent
+			accs += acc
+			if sent > acc {
+				reqs += h.refs[i].Load()
+			}
 		}
 	}
 	if reqs < minRequests || float64(reqs) <= k*float64(accs) {
@@ -177,6 +186,13 @@ func (h *host) count(p int64, accepted bool) {
 	}
 }
 
+// refused counts a request refused locally, in period p's bucket.
+func (h *host) refused(p int64) {
+	if i := slot(p); h.turn(i, p) {
+		h.refs[i].Add(1)
+	}
+}
+
 // minRequests is the fewest requests in the window for a host to be
 // throttled.
 const minRequests = 10
@@ -184,7 +200,7 @@ const minRequests = 10
 // idle reports whether h has nothing in the window at period p.
 func (h *host) idle(p int64) bool {
 	for i := range buckets {
-		if d := p - h.tick[i].Load(); d >= 0 && d < buckets && h.reqs[i].Load()+h.accs[i].Load() > 0 {
+		if d := p - h.tick[i].Load(); d >= 0 && d < buckets && h.reqs[i].Load()+h.refs[i].Load() > 0 {
 			return false
 		}
 	}
@@ -246,7 +262,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if prob := h.probability(p, th.cfg.K); prob > 0 {
 		op, _ := middleware.OperationOf(req.Context())
 		if op.Attempt() > 1 || th.cfg.Rand() < prob {
-			h.count(p, false) // a refused request counts as one: the refusals keep the rate up while the host recovers
+			h.refused(p) // a request, while the host rejects: the client sends about K times what it accepts
 			if req.Body != nil {
 				req.Body.Close() // the RoundTripper's, even when it sends nothing
 			}
@@ -258,9 +274,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := wire.RoundTrip(t.next, req)
-	if err == nil || !errors.Is(err, context.Canceled) {
-		// A cancellation (the caller gave up, a hedge lost) says nothing
-		// of the host: neither an accept nor a rejection.
+	if _, refused := errors.AsType[policy.Refusal](err); err == nil || !(errors.Is(err, context.Canceled) || refused) {
+		// A cancellation (the caller gave up, a hedge lost), or a
+		// refusal by a layer below (a concurrency limit), says nothing of
+		// the host: neither an accept nor a rejection.
 		h.count(p, !th.cfg.Overloaded(resp, err)) // in the bucket it started in: one clock read per request
 	}
 	return resp, err

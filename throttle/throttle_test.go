@@ -210,7 +210,7 @@ type observer func(middleware.Event)
 func (o observer) Observe(e middleware.Event) { o(e) }
 
 func TestConfigErrors(t *testing.T) {
-	for _, cfg := range []throttle.Config{{K: 0.5}, {K: math.NaN()}, {K: math.Inf(1)}, {Window: -1}, {MaxHosts: -1}} {
+	for _, cfg := range []throttle.Config{{K: 0.5}, {K: math.NaN()}, {K: math.Inf(1)}, {Window: -1}, {Window: time.Millisecond}, {MaxHosts: -1}} {
 		if _, err := middleware.NewStack(throttle.Layer(cfg)); err == nil {
 			t.Errorf("%+v: no error", cfg)
 		} else if _, ok := errors.AsType[*policy.ConfigError](err); !ok {
@@ -357,5 +357,44 @@ func TestLateAnswer(t *testing.T) {
 	<-done
 	if get(t, rt) == nil {
 		t.Error("the late answer emptied the window: 10 rejections not refused")
+	}
+}
+
+// A host that rejected 90 % of requests for minutes, then recovered, is
+// accepted again within one window of its recovery under continuous
+// traffic: the client's own refusals, counted as requests while the host
+// rejects, must not keep the probability up once it accepts what it is
+// sent.
+func TestRecoversWithinAWindow(t *testing.T) {
+	c := &clock{now: time.Unix(1_800_000_000, 0)}
+	var n int
+	healthy := false
+	rt := throttle.Layer(throttle.Config{Now: c.Now, Rand: func() float64 { n++; return float64(n%100) / 100 }}).
+		Wrap(answering(func() int {
+			n++
+			if healthy || n%10 == 0 {
+				return 200
+			}
+			return 503
+		}))
+	for range 5 * 60 * 10 { // 5 minutes at 10 requests a second
+		get(t, rt)
+		c.add(100 * time.Millisecond)
+	}
+	if get(t, rt) == nil && get(t, rt) == nil && get(t, rt) == nil {
+		t.Fatal("the host rejecting 90 %: three requests in a row sent")
+	}
+	healthy = true
+	recovered := c.Now()
+	lastRefusal := recovered
+	for range 4 * 60 * 10 {
+		if get(t, rt) != nil {
+			lastRefusal = c.Now()
+		}
+		c.add(100 * time.Millisecond)
+	}
+	t.Logf("last refusal %v after the recovery", lastRefusal.Sub(recovered))
+	if d := lastRefusal.Sub(recovered); d > 2*time.Minute {
+		t.Errorf("the last refusal came %v after the host recovered; want within the window (2m0s)", d)
 	}
 }

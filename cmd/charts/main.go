@@ -5,6 +5,7 @@
 //	go run ./cmd/retrylab -run '^chain/(naive|one)' -json | go run ./cmd/charts chain > docs/img/chain.svg
 //	(cd bench && go run ./cmd/compare -run storm -json) | go run ./cmd/charts storm > docs/img/storm.svg
 //	(cd bench && go run ./cmd/compare -run metastable -json) | go run ./cmd/charts metastable > docs/img/metastable.svg
+//	(cd bench && go run ./cmd/compare -run fleet -json) | go run ./cmd/charts fleet > docs/img/fleet.svg
 //	go run ./cmd/charts waterfall http://127.0.0.1:16686 seed004/503-503-200 > docs/img/retry-trace.svg
 //
 // The waterfall is a lab scenario's trace as a running Jaeger stored it,
@@ -20,6 +21,7 @@ import (
 	"html"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -35,8 +37,8 @@ func main() {
 		}
 		return
 	}
-	if len(os.Args) != 2 || (os.Args[1] != "chain" && os.Args[1] != "storm" && os.Args[1] != "metastable") {
-		fmt.Fprintln(os.Stderr, "usage: charts chain|storm|metastable < JSON lines > chart.svg\n       charts waterfall JAEGER_QUERY_URL SCENARIO_ID > trace.svg")
+	if len(os.Args) != 2 || !slices.Contains([]string{"chain", "storm", "metastable", "fleet"}, os.Args[1]) {
+		fmt.Fprintln(os.Stderr, "usage: charts chain|storm|metastable|fleet < JSON lines > chart.svg\n       charts waterfall JAEGER_QUERY_URL SCENARIO_ID > trace.svg")
 		os.Exit(2)
 	}
 	var err error
@@ -47,6 +49,8 @@ func main() {
 		err = storm(os.Stdin, os.Stdout)
 	case "metastable":
 		err = metastable(os.Stdin, os.Stdout)
+	case "fleet":
+		err = fleet(os.Stdin, os.Stdout)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "charts:", err)

@@ -66,3 +66,28 @@ func TestWaterfall(t *testing.T) {
 		t.Error("an empty answer drew a trace")
 	}
 }
+
+func TestFleet(t *testing.T) {
+	in := `{"name":"fleet","lib":"retrystack","clients":1,"rate":600,"warmup":"10 s","recovered_ms":100}
+{"name":"fleet","lib":"retrystack","clients":1000,"rate":600,"warmup":"10 s","recovered_ms":0}
+{"name":"fleet","lib":"tower","clients":1000,"rate":600,"warmup":"10 s"}
+{"name":"fleet","lib":"tower","clients":1000,"rate":600,"warmup":"1 s","recovered_ms":0}
+{"name":"fleet-small-clients","lib":"retrystack","clients":1000,"success_pct":99.99}
+`
+	var out bytes.Buffer
+	if err := fleet(strings.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	svg := out.String()
+	for _, want := range []string{"<svg", "600 operations a second", ">never</text>", ">retrystack</text>", ">tower</text>", "</svg>"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the chart lacks %q", want)
+		}
+	}
+	if strings.Count(svg, "<polyline") != 2 {
+		t.Errorf("want one line per library at one rate:\n%s", svg)
+	}
+	if err := fleet(strings.NewReader(`{"name":"metastable","lib":"x"}`), &out); err == nil {
+		t.Error("a chart without fleet rows")
+	}
+}

@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"github.com/retrystack/retrystack/breaker"
+	"github.com/retrystack/retrystack/chaos"
 	"github.com/retrystack/retrystack/cookiejar"
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/hedge"
 	"github.com/retrystack/retrystack/internal/faultserver"
 	"github.com/retrystack/retrystack/internal/presets"
+	"github.com/retrystack/retrystack/limit"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/redirect"
@@ -42,6 +44,8 @@ type scenario struct {
 	breaker   func(*trial) breaker.Config  // the "breaker" layer's; nil: breaker.Config{}
 	hedge     hedge.Config                 // the "hedge" layer's
 	throttle  func(*trial) throttle.Config // the "throttle" layer's; nil: throttle.Config{}
+	limit     func(*trial) limit.Config    // the "limit" layer's; nil: limit.Config{Limit: 4}
+	chaos     func(*trial) chaos.Config    // the "chaos" layer's; nil: -chaos's, or no chaos layer
 	run       func(t *trial)
 	alone     bool // runs with no other row at once: it measures load or timing
 	want      expect
@@ -174,7 +178,14 @@ func layers(sc scenario, presetName string, t *trial) ([]middleware.Layer, error
 	if sc.throttle != nil {
 		tc = sc.throttle(t)
 	}
-	out = append(out, breaker.Layer(bc), hedge.Layer(sc.hedge), throttle.Layer(tc))
+	lc := limit.Config{Limit: 4}
+	if sc.limit != nil {
+		lc = sc.limit(t)
+	}
+	out = append(out, breaker.Layer(bc), hedge.Layer(sc.hedge), throttle.Layer(tc), limit.Layer(lc))
+	if sc.chaos != nil {
+		out = append(out, chaos.Layer(sc.chaos(t)))
+	}
 	if t.tel != nil {
 		out = append(out, t.tel.Attempt())
 	}
@@ -310,6 +321,13 @@ func runOne(ctx context.Context, srv *faultserver.Server, tel *telemetry.Telemet
 		names = opts.stack
 	} else if presetTable[presetName].policy == nil {
 		names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "retry" })
+	}
+	if opts.chaos != nil { // -chaos: the row's faults are replaced, innermost unless -stack places them
+		cfg := *opts.chaos
+		sc.chaos = func(*trial) chaos.Config { return cfg }
+		if !slices.Contains(names, "chaos") {
+			names = append(slices.Clone(names), "chaos")
+		}
 	}
 	if tel != nil { // outermost and innermost, whatever the order between
 		names = append(append([]string{"telemetry"}, names...), "attempt-telemetry")
@@ -578,6 +596,11 @@ func compare(want expect, got figures) []string {
 			n, err1 := strconv.ParseFloat(have, 64)
 			limit, err2 := strconv.ParseFloat(v, 64)
 			ok = err1 == nil && err2 == nil && n < limit
+		case strings.HasSuffix(k, "_over"): // the figure must stay over the limit
+			have = got.Extra[strings.TrimSuffix(k, "_over")]
+			n, err1 := strconv.ParseFloat(have, 64)
+			limit, err2 := strconv.ParseFloat(v, 64)
+			ok = err1 == nil && err2 == nil && n > limit
 		case k == "pitfalls": // the row's pitfalls must all be reported
 			have = got.Extra[k]
 			ok = subset(v, have)

@@ -5,7 +5,7 @@
 //
 // Usage:
 //
-//	retrylab [-list] [-run REGEX] [-json] [-wide] [-stack a,b,c] [-preset NAME] [-otlp URL]
+//	retrylab [-list] [-run REGEX] [-json] [-wide] [-stack a,b,c] [-preset NAME] [-chaos F[:R],…] [-otlp URL]
 //
 // With no flags it runs every row of the acceptance table, each on a fresh
 // client, four at a time, and prints a screen of headline contrasts (what
@@ -14,7 +14,9 @@
 // sets up and the figure it expects under the one it measured, within 120
 // columns (-wide: one line a row). -json prints one JSON object per
 // scenario and line instead. -stack and -preset
-// rerun the selected scenarios under another layer order or retry preset:
+// rerun the selected scenarios under another layer order or retry preset,
+// and -chaos with a fault-injection layer (innermost, or where -stack
+// names "chaos"):
 // such runs are experiments, so rows that differ from the expected figures
 // are marked but do not fail the run.
 //
@@ -31,7 +33,11 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/retrystack/retrystack/chaos"
 )
 
 func main() {
@@ -42,11 +48,12 @@ func main() {
 type options struct {
 	list, json     bool
 	filter         *regexp.Regexp
-	stack          []string // nil: each scenario's own
-	preset         string   // "": each scenario's own
-	otlp           string   // OTLP/HTTP endpoint; "": no telemetry
-	experimentMode bool     // -stack or -preset given
-	wide           bool     // -wide: every column on one line
+	stack          []string      // nil: each scenario's own
+	preset         string        // "": each scenario's own
+	otlp           string        // OTLP/HTTP endpoint; "": no telemetry
+	experimentMode bool          // -stack, -preset or -chaos given
+	wide           bool          // -wide: every column on one line
+	chaos          *chaos.Config // -chaos: a fault-injection layer in every row; nil: none
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -99,14 +106,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // defaultRun selects the acceptance table's rows; the lab's own rows (base/,
 // fix/) run when -run names them.
-const defaultRun = `^(seed\d+|chain|ratelimit|routes|breaker|hedge|writes|field|overload)/`
+const defaultRun = `^(seed\d+|chain|ratelimit|routes|breaker|hedge|limit|chaos|writes|field|overload|fleet)/`
 
-const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-wide] [-stack a,b,c] [-preset NAME] [-otlp URL]
+const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-wide] [-stack a,b,c] [-preset NAME] [-chaos F[:R],…] [-otlp URL]
 
   -list          list the scenarios and exit
   -run REGEX     run the scenarios whose id matches REGEX (default: the
                  acceptance table's seed, chain, ratelimit, routes, breaker,
-                 hedge, writes, field and overload rows;
+                 hedge, limit, chaos, writes, field and overload rows;
                  the lab's own base/ and fix/ rows run when named)
   -wide          print the table with every column on one line per row
                  (preset, stack, extra figures and the expected figure
@@ -116,11 +123,16 @@ const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-wide] [-stack a,b,
                  whether it matched (with -list: the scenarios)
   -stack a,b,c   the layers of every selected scenario, outermost first, from
                  error-for-status, redirect, cookies, retry, breaker, hedge,
-                 throttle; the list
+                 throttle, limit (4 in flight per host); the list
                  replaces each row's own, and may end with "transport"
   -preset NAME   the retry preset of every selected scenario: default, python,
                  node, codex, reqwest-default, reqwest-for-host, reqwest-never,
                  or none (no retry layer)
+  -chaos F[:R],… a fault-injection layer (package chaos) in every selected row,
+                 innermost unless -stack places "chaos": faults latency
+                 (100 ms + up to 100 ms), status (503), refuse, reset,
+                 cut-body, stall-body, each at rate R (default 1), seed 1;
+                 replaces a row's own faults. An experiment, as -stack is
   -otlp URL      export each scenario as a trace of its own, service
                  "retrylab", to an OTLP/HTTP endpoint (e.g. http://127.0.0.1:4318);
                  adds the telemetry and attempt-telemetry layers. Needs the
@@ -149,6 +161,7 @@ func parseFlags(args []string) (options, error) {
 	stack := fs.String("stack", "", "")
 	preset := fs.String("preset", "", "")
 	otlpEndpoint := fs.String("otlp", "", "")
+	chaosSpec := fs.String("chaos", "", "")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -171,6 +184,13 @@ func parseFlags(args []string) (options, error) {
 			return options{}, fmt.Errorf("unknown preset %q (have %s)", opts.preset, strings.Join(presetNames(), ", "))
 		}
 	}
+	if *chaosSpec != "" {
+		cfg, err := parseChaos(*chaosSpec)
+		if err != nil {
+			return options{}, fmt.Errorf("bad -chaos: %v", err)
+		}
+		opts.chaos = &cfg
+	}
 	if *stack != "" {
 		opts.stack = strings.Split(*stack, ",")
 		if n := len(opts.stack); opts.stack[n-1] == "transport" {
@@ -180,10 +200,51 @@ func parseFlags(args []string) (options, error) {
 		if preset == "" {
 			preset = "default"
 		}
-		if _, err := buildStack(opts.stack, scenario{}, preset, &trial{}); err != nil {
+		check := scenario{}
+		if opts.chaos != nil {
+			cfg := *opts.chaos
+			check.chaos = func(*trial) chaos.Config { return cfg }
+		}
+		if _, err := buildStack(opts.stack, check, preset, &trial{}); err != nil {
 			return options{}, fmt.Errorf("bad -stack: %v", err)
 		}
 	}
-	opts.experimentMode = opts.stack != nil || opts.preset != ""
+	opts.experimentMode = opts.stack != nil || opts.preset != "" || opts.chaos != nil
 	return opts, nil
+}
+
+// parseChaos reads -chaos: a comma list of KIND[:RATE] (rate 1 when left
+// out), each a fault on every request: latency (100 ms + up to 100 ms),
+// status (503), refuse, reset, cut-body (after 0 bytes) or stall-body.
+// The faults hit every attempt, with seed 1.
+func parseChaos(spec string) (chaos.Config, error) {
+	kinds := map[string]chaos.Fault{
+		"latency":    {Kind: chaos.Latency, Delay: 100 * time.Millisecond, Jitter: 100 * time.Millisecond},
+		"status":     {Kind: chaos.Status, Status: 503},
+		"refuse":     {Kind: chaos.Refuse},
+		"reset":      {Kind: chaos.Reset},
+		"cut-body":   {Kind: chaos.CutBody},
+		"stall-body": {Kind: chaos.StallBody},
+	}
+	cfg := chaos.Config{Seed: 1}
+	for part := range strings.SplitSeq(spec, ",") {
+		name, rate, hasRate := strings.Cut(strings.TrimSpace(part), ":")
+		f, ok := kinds[name]
+		if !ok {
+			return chaos.Config{}, fmt.Errorf("unknown fault %q (have latency, status, refuse, reset, cut-body, stall-body)", name)
+		}
+		f.Rate = 1
+		if hasRate {
+			r, err := strconv.ParseFloat(rate, 64)
+			if err != nil {
+				return chaos.Config{}, fmt.Errorf("rate %q of %s: not a number", rate, name)
+			}
+			f.Rate = r
+		}
+		cfg.Faults = append(cfg.Faults, f)
+	}
+	if err := chaos.Layer(cfg).Err; err != nil { // a rate outside [0, 1]
+		return chaos.Config{}, err
+	}
+	return cfg, nil
 }

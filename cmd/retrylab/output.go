@@ -140,6 +140,8 @@ var groups = map[string]string{
 	"routes":    "one policy per endpoint, in one place (docs/cross-layer.md)",
 	"breaker":   "a circuit breaker outside and inside the retry layer (docs/ordering.md)",
 	"hedge":     "hedged requests against a slow tail (docs/ordering.md)",
+	"limit":     "a concurrency limit per host inside the retry layer (docs/ordering.md)",
+	"chaos":     "faults injected below the retry layer, met as real ones (docs/ordering.md)",
 	"writes":    "safe writes: automatic Idempotency-Key and the server's protocol (docs/safe-writes.md)",
 	"field":     "faults of the field, under retrystack's defaults: the SDKs and proxies it runs behind",
 	"base":      "net/http alone, no retry layer",
@@ -288,7 +290,7 @@ func finish(w io.Writer, rows []row, notes []string, ok int, experiment bool, le
 	}
 	verdict := "scenarios reproduce"
 	if experiment {
-		verdict = "rows match the expected figures (experiment: -stack or -preset given)"
+		verdict = "rows match the expected figures (experiment: -stack, -preset or -chaos given)"
 	}
 	_, err := fmt.Fprintf(w, "\n%d/%d %s\n", ok, len(rows), verdict)
 	return err

@@ -62,7 +62,7 @@ var headlines = []headline{
 			none, budget := by["seed000/budget-none"], by["seed000/budget-default"]
 			return fmt.Sprintf("%s without a budget; %d with its default budget, tower's",
 					plural(sum(none.got.ServerRequests), "request"), sum(budget.got.ServerRequests)),
-				fmt.Sprintf("%s: at most %s a GET, and the same budget beneath", plural(sum(none.ours.ServerRequests), "request"),
+				fmt.Sprintf("%s: at most %s a GET, and a budget that only successes refill", plural(sum(none.ours.ServerRequests), "request"),
 					plural(none.ours.ServerRequests[0], "attempt"))
 		},
 	},

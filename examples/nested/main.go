@@ -39,6 +39,12 @@ func run(w io.Writer) error {
 	// The inner level: request retries (5xx and transport errors).
 	inner := policy.Default()
 	inner.Backoff.Base = time.Millisecond // scaled down for the demo
+	// Default's budget holds 2 retries at once and earns one back per 5
+	// successes (or per retry that succeeds): less than a server that
+	// fails two requests in three asks. A burst of 6 covers the demo.
+	if inner.Budget, err = policy.NewEarnedBudget(0.2, 6); err != nil {
+		return err
+	}
 	client, err := retrystack.NewClient(retrystack.Config{Policy: &inner})
 	if err != nil {
 		return err

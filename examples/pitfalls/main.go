@@ -52,15 +52,20 @@ func run(w io.Writer) error {
 		return err
 	}
 	defer srv.Close()
-	fast := policy.Default()
-	fast.Backoff.Base = 1 // no real waiting in a demo
+	// Each client gets a policy of its own: copies of one Policy share its
+	// retry budget.
+	fast := func() *policy.Policy {
+		p := policy.Default()
+		p.Backoff.Base = 1 // no real waiting in a demo
+		return &p
+	}
 
 	fmt.Fprintln(w, "1. A POST is sent three times")
 	for _, c := range []struct {
 		name string
 		p    *policy.Policy
 		key  string
-	}{{"naive 503 classifier", naive(), "naive"}, {"fix: policy.Default()", &fast, "fixed"}} {
+	}{{"naive 503 classifier", naive(), "naive"}, {"fix: policy.Default()", fast(), "fixed"}} {
 		fmt.Fprintf(w, "  %s\n", c.name)
 		cl, err := client(w, retrystack.Config{Policy: c.p})
 		if err != nil {
@@ -82,7 +87,7 @@ func run(w io.Writer) error {
 			name = "fix: FailOnExhausted"
 		}
 		fmt.Fprintf(w, "  %s\n", name)
-		cl, err := client(w, retrystack.Config{Policy: &fast, FailOnExhausted: fail})
+		cl, err := client(w, retrystack.Config{Policy: fast(), FailOnExhausted: fail})
 		if err != nil {
 			return err
 		}

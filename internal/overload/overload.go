@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ type Service struct {
 	queue   chan *job
 	stop    chan struct{}
 	wg      sync.WaitGroup
+	instant atomic.Bool // answer at once, uncounted: a warm-up that costs no time
 
 	requests, served, wasted atomic.Int64
 }
@@ -111,6 +113,9 @@ func (s *Service) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
+	if s.instant.Load() {
+		return ok(req), nil
+	}
 	s.requests.Add(1)
 	j := &job{ctx: req.Context(), done: make(chan struct{})}
 	select {
@@ -123,11 +128,15 @@ func (s *Service) RoundTrip(req *http.Request) (*http.Response, error) {
 		if j.dropped {
 			return nil, ErrClosed
 		}
-		return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-			Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), ContentLength: 2, Request: req}, nil
+		return ok(req), nil
 	case <-req.Context().Done():
 		return nil, req.Context().Err()
 	}
+}
+
+func ok(req *http.Request) *http.Response {
+	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), ContentLength: 2, Request: req}
 }
 
 // Requests is how many requests reached the service; Wasted how many of
@@ -198,6 +207,11 @@ type Experiment struct {
 	Warmup, Trigger, After, Grace time.Duration
 	TriggerCapacity               float64
 	Bucket                        time.Duration // of the goodput series; 0: 100 ms
+	// Credit, before the run, sends the clients Credit's worth of the
+	// load back to back, answered at once by a service that counts none
+	// of it: their budgets and throttles hold what a client that has run
+	// that long holds, earned in no time (compressed time).
+	Credit time.Duration
 }
 
 // Result is what a run measured.
@@ -205,17 +219,25 @@ type Result struct {
 	// Goodput is, per Bucket from the start, the share of the operations
 	// started in it that succeeded.
 	Goodput []float64
-	// GoodputAfter is the share of the operations started in the After
-	// period that succeeded.
-	GoodputAfter float64
+	// Before is the share of the operations started in the warm-up that
+	// succeeded; GoodputAfter the share of those started after the
+	// trigger.
+	Before, GoodputAfter float64
 	// Recovered is the time from the trigger's end until the goodput is
-	// 90 % or more in every bucket after it; negative if it never is.
+	// 90 % of Before or more in every bucket after it; negative if it
+	// never is.
 	Recovered time.Duration
 	// PerOperation is the requests the service received per operation
 	// started; Wasted the share of them it served for callers that had
 	// already given up.
 	PerOperation, Wasted float64
+	// Incident is the requests the service received per operation from
+	// the trigger's start to 5 s after its end (or the run's end).
+	Incident float64
 }
+
+// IncidentSpan is how long after the trigger's end Result.Incident counts.
+const IncidentSpan = 5 * time.Second
 
 // Run runs e: each operation is a GET through client to svc.
 func (e Experiment) Run(client http.RoundTripper, svc *Service) Result {
@@ -224,6 +246,17 @@ func (e Experiment) Run(client http.RoundTripper, svc *Service) Result {
 	}
 	total := e.Warmup + e.Trigger + e.After
 	ctx, cancel := context.WithCancel(context.Background())
+	if e.Credit > 0 {
+		svc.instant.Store(true)
+		for range int(e.Rate * e.Credit.Seconds()) {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://service.test/", nil)
+			if resp, err := client.RoundTrip(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+		svc.instant.Store(false)
+	}
 	n := int(e.Rate * total.Seconds())
 	type outcome struct {
 		at time.Duration
@@ -232,7 +265,9 @@ func (e Experiment) Run(client http.RoundTripper, svc *Service) Result {
 	outcomes := make([]outcome, n)
 	var wg sync.WaitGroup
 	start := time.Now()
-	triggered, restored := false, false
+	triggered, restored, counted := false, false, false
+	incidentEnd := e.Warmup + e.Trigger + IncidentSpan
+	var atTrigger, atIncidentEnd int64
 	for i := range n {
 		at := time.Duration(float64(i) / e.Rate * float64(time.Second))
 		if d := time.Until(start.Add(at)); d > 0 {
@@ -240,12 +275,17 @@ func (e Experiment) Run(client http.RoundTripper, svc *Service) Result {
 		}
 		now := time.Since(start)
 		if !triggered && now >= e.Warmup {
+			atTrigger = svc.Requests()
 			svc.SetCapacity(e.TriggerCapacity)
 			triggered = true
 		}
 		if !restored && now >= e.Warmup+e.Trigger {
 			svc.SetCapacity(1)
 			restored = true
+		}
+		if !counted && now >= incidentEnd {
+			atIncidentEnd = svc.Requests()
+			counted = true
 		}
 		wg.Add(1)
 		go func() {
@@ -266,6 +306,9 @@ func (e Experiment) Run(client http.RoundTripper, svc *Service) Result {
 	cancel() // what has not succeeded by now failed
 	wg.Wait()
 	svc.SetCapacity(1)
+	if !counted {
+		atIncidentEnd, incidentEnd = svc.Requests(), total
+	}
 
 	r := Result{Recovered: -1, PerOperation: float64(svc.Requests()) / float64(max(n, 1))}
 	if svc.Requests() > 0 {
@@ -273,18 +316,27 @@ func (e Experiment) Run(client http.RoundTripper, svc *Service) Result {
 	}
 	buckets := int((total + e.Bucket - 1) / e.Bucket)
 	started, ok := make([]int, buckets), make([]int, buckets)
-	after, afterOK := 0, 0
+	before, beforeOK, after, afterOK, incident := 0, 0, 0, 0, 0
 	for _, o := range outcomes {
 		b := int(o.at / e.Bucket)
 		started[b]++
 		if o.ok {
 			ok[b]++
 		}
-		if o.at >= e.Warmup+e.Trigger {
+		switch {
+		case o.at < e.Warmup:
+			before++
+			if o.ok {
+				beforeOK++
+			}
+		case o.at >= e.Warmup+e.Trigger:
 			after++
 			if o.ok {
 				afterOK++
 			}
+		}
+		if o.at >= e.Warmup && o.at < incidentEnd {
+			incident++
 		}
 	}
 	r.Goodput = make([]float64, buckets)
@@ -293,12 +345,92 @@ func (e Experiment) Run(client http.RoundTripper, svc *Service) Result {
 			r.Goodput[b] = float64(ok[b]) / float64(started[b])
 		}
 	}
+	r.Before = 1
+	if before > 0 {
+		r.Before = float64(beforeOK) / float64(before)
+	}
 	if after > 0 {
 		r.GoodputAfter = float64(afterOK) / float64(after)
 	}
+	if incident > 0 {
+		r.Incident = float64(atIncidentEnd-atTrigger) / float64(incident)
+	}
 	end := int((e.Warmup + e.Trigger) / e.Bucket)
-	for b := buckets - 1; b >= end && r.Goodput[b] >= 0.9; b-- {
+	for b := buckets - 1; b >= end && r.Goodput[b] >= 0.9*r.Before; b-- {
 		r.Recovered = time.Duration(b)*e.Bucket - (e.Warmup + e.Trigger)
 	}
 	return r
+}
+
+// Fleet spreads operations over clients in turn, as a load balancer in
+// front of a service spreads them over its callers' processes: each
+// client carries an even share.
+func Fleet(clients []http.RoundTripper) http.RoundTripper {
+	return &fleet{clients: clients}
+}
+
+type fleet struct {
+	clients []http.RoundTripper
+	next    atomic.Uint64
+}
+
+func (f *fleet) RoundTrip(req *http.Request) (*http.Response, error) {
+	return f.clients[(f.next.Add(1)-1)%uint64(len(f.clients))].RoundTrip(req)
+}
+
+// Flaky is a healthy service that answers each request at once, 200 or,
+// with probability rate (from seed), 503: failures at random, not
+// overload.
+func Flaky(rate float64, seed uint64) http.RoundTripper {
+	return &flaky{rate: rate, rnd: rand.New(rand.NewPCG(seed, seed))}
+}
+
+type flaky struct {
+	rate     float64
+	mu       sync.Mutex
+	rnd      *rand.Rand
+	requests atomic.Int64
+}
+
+func (f *flaky) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	f.requests.Add(1)
+	f.mu.Lock()
+	fail := f.rnd.Float64() < f.rate
+	f.mu.Unlock()
+	resp := ok(req)
+	if fail {
+		resp.StatusCode, resp.Status = http.StatusServiceUnavailable, "503 Service Unavailable"
+	}
+	return resp, nil
+}
+
+// Healthy sends warm operations, then ops more, through each of clients:
+// the clients side by side, each one's operations one after another, as
+// fast as they go (compressed time: a budget that refills with time
+// refills less than it would at the real rate). It returns the share of
+// the ops operations (warm-up aside) that ended 200.
+func Healthy(clients []http.RoundTripper, warm, ops int) float64 {
+	var okOps atomic.Int64
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Go(func() {
+			for i := range warm + ops {
+				req, _ := http.NewRequest(http.MethodGet, "http://service.test/", nil)
+				resp, err := c.RoundTrip(req)
+				if err != nil {
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if i >= warm && resp.StatusCode == http.StatusOK {
+					okOps.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(okOps.Load()) / float64(max(len(clients)*ops, 1))
 }

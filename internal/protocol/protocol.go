@@ -58,6 +58,8 @@ const (
 	EventBreaker   = "retrystack.breaker.state_change"
 	EventThrottle  = "retrystack.throttle" // the throttle layer refused a request (AttrServerAddress, AttrServerPort, AttrThrottleProbability)
 	EventPacing    = "retrystack.pacing"   // the retry layer waited for a host's rate limit to reset, or stopped (AttrServerAddress, AttrServerPort, AttrPacingOutcome, AttrDelay)
+	EventLimit     = "retrystack.limit"    // the limit layer refused a request (AttrLimitKey, AttrLimit, AttrLimitWaited)
+	EventChaos     = "retrystack.chaos"    // the chaos layer injected a fault (AttrChaosInjected, AttrChaosFault)
 
 	AttrDelay       = "retrystack.retry.delay"     // planned wait, in seconds
 	AttrDelaySource = "retrystack.retry.source"    // "policy" or "retry-after"
@@ -72,6 +74,11 @@ const (
 	AttrServerPort          = "server.port"                     // its port, the scheme's default included
 	AttrThrottleProbability = "retrystack.throttle.probability" // its probability of refusing, then
 	AttrPacingOutcome       = "retrystack.pacing.outcome"       // "waited" or "stopped"
+	AttrLimitKey            = "retrystack.limit.key"            // the key (by default the host) whose limit refused a request
+	AttrLimit               = "retrystack.limit.limit"          // the key's limit, then
+	AttrLimitWaited         = "retrystack.limit.waited"         // how long the request waited for room, in seconds
+	AttrChaosInjected       = "retrystack.chaos.injected"       // always true: the failure was injected, not real
+	AttrChaosFault          = "retrystack.chaos.fault"          // the fault's kind: latency, status, refuse, reset, cut-body, stall-body
 )
 
 // CauseKeyInFlight is the retry cause of a keyed request the server is

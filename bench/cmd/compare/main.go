@@ -50,6 +50,12 @@ type row struct {
 	WastedPct       *float64  `json:"wasted_pct,omitempty"`
 	PerOperation    *float64  `json:"requests_per_op,omitempty"`
 	Goodput         []float64 `json:"goodput,omitempty"` // per 100 ms, by operation start
+	// The fleet experiment: Clients clients sharing Rate operations a
+	// second; Warmup is "10 s" (a full budget window) or "1 s".
+	Clients    int      `json:"clients,omitempty"`
+	Rate       float64  `json:"rate,omitempty"`
+	Warmup     string   `json:"warmup,omitempty"`
+	SuccessPct *float64 `json:"success_pct,omitempty"` // small clients against random failures
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -83,6 +89,14 @@ func main() {
 			enc.Encode(r)
 		}
 		return
+	}
+	if fleet := slices.DeleteFunc(slices.Clone(rows), func(r row) bool { return r.Clients == 0 }); len(fleet) > 0 {
+		rows = slices.DeleteFunc(rows, func(r row) bool { return r.Clients != 0 })
+		printFleet(fleet)
+		if len(rows) == 0 {
+			return
+		}
+		fmt.Println()
 	}
 	if meta := slices.DeleteFunc(slices.Clone(rows), func(r row) bool { return r.GoodputAfterPct == nil }); len(meta) > 0 {
 		rows = slices.DeleteFunc(rows, func(r row) bool { return r.GoodputAfterPct != nil })
@@ -245,6 +259,13 @@ func measure(rounds int, only *regexp.Regexp) ([]row, error) {
 			}
 			rows = append(rows, r)
 		}
+	}
+	if only.MatchString("fleet") {
+		fleet, err := measureFleet(os.Stderr)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, fleet...)
 	}
 	if !only.MatchString("storm-post-on-503-sends-decision-budget") {
 		return rows, nil

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/retrystack/retrystack/internal/overload"
+	"github.com/retrystack/retrystack/policy"
+)
+
+// The fleet experiment, compressed: the overload/ rows' service and
+// trigger, the load split over independent clients (each built as a
+// process of its own builds it: its own budget, throttle and pacing
+// state). Every client has run a full budget window before the trigger:
+// 10 s of its share of the load, sent back to back before the run and
+// answered at once (overload.Experiment.Credit), so it holds the credit 10
+// s would have left it, in no time. Then 500 ms of warm-up (with the
+// trigger's first half second, before any attempt can time out, it ages
+// that credit out of the last second, where a timeout's retry would find
+// it: compressed, it is all one instant), the 1 s trigger, only as long
+// after it as the row's limit needs, and grace for the last operations to
+// finish: 300 ms at 600 a second, an attempt's timeout at 900, where the
+// queue stays long after it stops growing (a cut operation counts as
+// failed: a short grace can only make a row look worse). The bench
+// module's compare -run fleet runs 10 s after, and the peers beside.
+func fleetRun(t *trial, clients int, rate float64, after, grace time.Duration) {
+	svc := overload.NewService(workers, serviceTime)
+	defer svc.Close()
+	fleet := make([]http.RoundTripper, clients)
+	for i := range fleet {
+		rt, err := t.over(svc)
+		if err != nil {
+			t.fail(err)
+			return
+		}
+		fleet[i] = rt
+	}
+	e := overload.Experiment{
+		Rate: rate, Warmup: 500 * time.Millisecond, Trigger: time.Second, After: after,
+		TriggerCapacity: 0.4, Grace: grace, Credit: 10 * time.Second,
+	}
+	r := e.Run(overload.Fleet(fleet), svc)
+	t.extra["recovered_ms"] = "10000"
+	if r.Recovered >= 0 {
+		t.extra["recovered_ms"] = strconv.FormatInt(r.Recovered.Milliseconds(), 10)
+	}
+	t.extra["requests_per_op"] = fmt.Sprintf("%.2f", r.Incident)
+}
+
+func withAttemptTimeout(p *policy.Policy) { p.AttemptTimeout = attemptTime }
+
+const fleetSetup = "; compressed: each client's 10 s of warm-up is sent back to back before the run, answered at once, then 500 ms of warm-up, the 1 s trigger and %s after it (and %s for the last operations to finish); requests_per_op counts from the trigger's start to the run's end"
+
+var fleetRows = []scenario{
+	{
+		id:     "fleet/defaults-1-client",
+		alone:  true,
+		setup:  "one client with policy.Default() (AttemptTimeout 500 ms), an open load of 600 operations a second against the overload/ rows' service (1 000 a second); a trigger drops capacity to 40 % for 1 s; the client has run a full budget window before the trigger. recovered_ms: from the trigger's end to the first 100 ms from which goodput stays at 90 % of the goodput before (10000: never)" + fmt.Sprintf(fleetSetup, "1.1 s", "300 ms"),
+		preset: "default", tune: withAttemptTimeout,
+		run:  func(t *trial) { fleetRun(t, 1, 600, 1100*time.Millisecond, 300*time.Millisecond) },
+		want: expect{"-", "-", "-", "recovered_ms_under=1000"},
+	},
+	{
+		id:     "fleet/defaults-100-clients",
+		alone:  true,
+		setup:  "the same load (600 a second) split evenly over 100 independent clients, each with its own policy.Default() and its own budget" + fmt.Sprintf(fleetSetup, "1.1 s", "300 ms"),
+		preset: "default", tune: withAttemptTimeout,
+		run:  func(t *trial) { fleetRun(t, 100, 600, 1100*time.Millisecond, 300*time.Millisecond) },
+		want: expect{"-", "-", "-", "recovered_ms_under=1000;requests_per_op_under=1.3"},
+	},
+	{
+		id:     "fleet/defaults-1000-clients",
+		alone:  true,
+		setup:  "the same with 1 000 clients of 0.6 operations a second each" + fmt.Sprintf(fleetSetup, "1.1 s", "300 ms"),
+		preset: "default", tune: withAttemptTimeout,
+		run:  func(t *trial) { fleetRun(t, 1000, 600, 1100*time.Millisecond, 300*time.Millisecond) },
+		want: expect{"-", "-", "-", "recovered_ms_under=1000;requests_per_op_under=1.3"},
+	},
+	{
+		id:     "fleet/defaults-100-clients-900",
+		alone:  true,
+		setup:  "100 clients with policy.Default() sharing 900 operations a second (spare capacity 100 a second); a fleet that never retries recovers in about 2.5 s here" + fmt.Sprintf(fleetSetup, "3.1 s", "500 ms"),
+		preset: "default", tune: withAttemptTimeout,
+		run:  func(t *trial) { fleetRun(t, 100, 900, 3100*time.Millisecond, attemptTime) },
+		want: expect{"-", "-", "-", "recovered_ms_under=3000"},
+	},
+	{
+		id:     "fleet/small-clients-keep-retrying", // counts, not time: it runs beside other rows
+		setup:  "1 000 clients with policy.Default() against a healthy service that answers 1 % of requests, at random, 503; each client runs 6 operations (its share of a 10 s budget window at 0.6 a second), then 30 more, back to back (compressed time: Default's budget does not refill with time). success_pct: the share of the 30 000 that end 200 (99 % without retries); RESULT: what most of them end with",
+		preset: "default",
+		run: func(t *trial) {
+			svc := overload.Flaky(0.01, 1)
+			fleet := make([]http.RoundTripper, 1000)
+			for i := range fleet {
+				rt, err := t.over(svc)
+				if err != nil {
+					t.fail(err)
+					return
+				}
+				fleet[i] = rt
+			}
+			ok := overload.Healthy(fleet, 6, 30)
+			t.extra["success_pct"] = fmt.Sprintf("%.2f", ok*100)
+			most := op{result: "503"}
+			if ok > 0.5 {
+				most.result = "200"
+			}
+			t.ops = append(t.ops, most)
+		},
+		want: expect{"-", "200", "-", "success_pct_over=99.9"},
+	},
+}

@@ -1,0 +1,154 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/retrystack/retrystack/policy"
+)
+
+// budgetClient is one client of Default's policy (its own budget) over a
+// real transport, with no waits.
+func budgetClient(t *testing.T, tune func(*policy.Policy)) *http.Client {
+	t.Helper()
+	p := policy.Default()
+	if tune != nil {
+		tune(&p)
+	}
+	e, err := New(Config{Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: e.Layer().Wrap(tr)}
+}
+
+// stallFirst stalls the first request of each path until its client gives
+// up, then answers every later one 200 at once.
+type stallFirst struct{ n atomic.Int64 }
+
+func (s *stallFirst) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/stall-once" && s.n.Add(1) == 1 {
+		<-r.Context().Done()
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func sendReport(t *testing.T, c *http.Client, method, url string, header ...string) (*Report, error) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return reportOfError(err), err
+	}
+	resp.Body.Close()
+	return ReportOf(resp), nil
+}
+
+func reportOfError(err error) *Report {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Report
+	}
+	return nil
+}
+
+// Default's budget pays for the retry of an attempt that timed out only
+// from the successes of the last second (ten pay for one): a new client
+// does not retry a timeout; one that has just had ten successes does once.
+func TestTimeoutRetryNeedsRecentSuccesses(t *testing.T) {
+	srv := httptest.NewServer(&stallFirst{})
+	defer srv.Close()
+	attemptTimeout := func(p *policy.Policy) { p.AttemptTimeout = 50 * time.Millisecond }
+
+	c := budgetClient(t, attemptTimeout)
+	rep, err := sendReport(t, c, "GET", srv.URL+"/stall-once")
+	if err == nil || rep == nil || rep.Stop != policy.StopBudgetExhausted || len(rep.Attempts) != 1 {
+		t.Fatalf("a new client's timeout: %v, report %+v; want one attempt, budget-exhausted", err, rep)
+	}
+
+	srv2 := httptest.NewServer(&stallFirst{})
+	defer srv2.Close()
+	c = budgetClient(t, attemptTimeout)
+	for range 10 {
+		if _, err := sendReport(t, c, "GET", srv2.URL+"/ok"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err = sendReport(t, c, "GET", srv2.URL+"/stall-once")
+	if err != nil || rep.Stop != policy.StopSuccess || len(rep.Attempts) != 2 {
+		t.Fatalf("after ten successes: %v, report %+v; want the timeout retried once, success", err, rep)
+	}
+}
+
+// A keyed request's timeout is retried from the stock: a server that
+// honours the key does not do the work twice.
+func TestKeyedTimeoutRetriedFromStock(t *testing.T) {
+	srv := httptest.NewServer(&stallFirst{})
+	defer srv.Close()
+	c := budgetClient(t, func(p *policy.Policy) { p.AttemptTimeout = 50 * time.Millisecond })
+	rep, err := sendReport(t, c, "POST", srv.URL+"/stall-once", "Idempotency-Key", `"k-1"`)
+	if err != nil || rep.Stop != policy.StopSuccess || len(rep.Attempts) != 2 {
+		t.Fatalf("a new client's keyed POST: %v, report %+v; want the timeout retried, success", err, rep)
+	}
+}
+
+// Resending an attempt that never reached the server costs the budget
+// nothing: a client whose stock is spent still redials a refused
+// connection up to MaxAttempts.
+func TestUnsentRetriesAreFree(t *testing.T) {
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer down.Close()
+	c := budgetClient(t, nil)
+	if rep, _ := sendReport(t, c, "GET", down.URL); rep.Stop != policy.StopAttemptsExhausted {
+		t.Fatalf("spending the stock: stop %s", rep.Stop)
+	}
+	if rep, _ := sendReport(t, c, "GET", down.URL); rep.Stop != policy.StopBudgetExhausted {
+		t.Fatalf("the stock should be spent: stop %s", rep.Stop)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close() // nothing listens: every dial is refused
+	rep, err := sendReport(t, c, "GET", closed)
+	if err == nil || rep == nil || rep.Stop != policy.StopAttemptsExhausted || len(rep.Attempts) != 3 {
+		t.Fatalf("refused dials with the stock spent: %v, report %+v; want 3 attempts, attempts-exhausted", err, rep)
+	}
+}
+
+// A retry that succeeds pays for itself: a client whose every request
+// needs one retry keeps retrying, where one whose retries fail stops.
+func TestSucceedingRetriesKeepTheBudget(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%2 == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable) // every request's first attempt
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	c := budgetClient(t, nil)
+	for i := range 50 {
+		rep, err := sendReport(t, c, "GET", srv.URL)
+		if err != nil || rep.Stop != policy.StopSuccess {
+			t.Fatalf("request %d: %v, stop %v; want each retried to success", i, err, rep.Stop)
+		}
+	}
+}
