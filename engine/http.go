@@ -134,7 +134,6 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 		o.trace.Unpooled()
 		op.Trace().Unpooled()
 		o.compose = true
-		o.mark = operation.Attempt{Owner: &o.owner, Trace: o.trace}
 	}
 	if wire.HasBody(req) && req.GetBody == nil {
 		// A body that cannot be made again (an SDK's upload): rewound,
@@ -266,8 +265,6 @@ type httpOp struct {
 	rep       Report
 	outside   *operation.Context // the hooks' and RefreshAuth's: the operation detached; nil when the engine has neither
 	owner     operation.Owner    // what the layers below read, when o owns the operation
-	mark      operation.Attempt  // o's attempts' mark, when it does not
-	handed    *http.Response     // the response o handed back, if any
 	body      wire.Watched       // the returned response's Body
 	final     *finalDeadlines    // what bounds it until it is done; nil when nothing does but the caller
 }
@@ -307,7 +304,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		cp := *tr.Client()
 		// The layers below mark their hops and hedges on o's trace, and
 		// ReportOf finds o's report for a response o made.
-		ctx = operation.WithAttempt(httptrace.WithClientTrace(ctx, &cp), &o.mark)
+		ctx = operation.WithAttempt(httptrace.WithClientTrace(ctx, &cp), &operation.Attempt{Owner: &o.owner, Trace: tr})
 	}
 	// The cross-layer headers: the attempt on a retry, the time left
 	// under a deadline.
@@ -487,7 +484,6 @@ func (o *httpOp) deadline(d time.Duration) time.Time {
 // deadline of the engine's bounding it.
 func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
 	_, o.rep.Replayed = resp.Header[protocol.Replayed]
-	o.handed = resp
 	// The caller's context is the request's, and the report o's: only
 	// what differs is kept.
 	if d.cancelOp != nil || d.cancelAt != nil {

@@ -108,20 +108,25 @@ func ReportOf(resp *http.Response) *Report {
 	if w := op.Last(); w != nil {
 		last, _ = w.Layer.(*httpOp)
 	}
-	if last != nil && last.handed == resp {
-		return &last.rep // the outermost retry layer's, as usual
-	}
-	if a := operation.AttemptOf(ctx); a != nil {
-		if o, ok := a.Owner.Layer.(*httpOp); ok && o.handed == resp {
-			// A response the owner did not hand back: one of a retry layer
-			// per send of a hedge above it, whose send won.
+	if a := operation.AttemptOf(ctx); a != nil && (last == nil || last.rep.failed()) {
+		// A response the owner cannot have handed back, since it ended
+		// with an error: one of a retry layer per send of a hedge above
+		// it, whose send won (the owner's lost, and the hedge layer
+		// waited for it).
+		if o, ok := a.Owner.Layer.(*httpOp); ok {
 			return &o.rep
 		}
 	}
 	if last != nil {
-		return &last.rep
+		return &last.rep // the outermost retry layer's, as usual
 	}
 	return nil
+}
+
+// failed reports whether the operation ended with an error: its last
+// attempt failed and nothing was handed back.
+func (r *Report) failed() bool {
+	return r.Stop != "" && r.Stop != policy.StopSuccess && (len(r.Attempts) == 0 || r.Attempts[len(r.Attempts)-1].Err != nil)
 }
 
 // ReportFrom returns the report an error from a stack carries: an *Error,

@@ -233,8 +233,7 @@ type operationKey struct{}
 // its Operation, or (Detach) hiding the operation of its parent.
 type Context struct {
 	context.Context
-	op   *Operation
-	from *Operation // the operation Detach hid, for DetachedFrom
+	op *Operation
 }
 
 // Value answers for the Operation; while the operation runs, the other
@@ -258,7 +257,7 @@ func (c *Context) Value(key any) any {
 // Detach returns ctx without its Operation, with everything else: what
 // hooks and callbacks get, so that a request made with it is an operation
 // of its own and never shares this one's key or deadline.
-func Detach(ctx context.Context) Context { return Context{Context: ctx, from: From(ctx)} }
+func Detach(ctx context.Context) Context { return Context{Context: ctx} }
 
 // DetachedFrom returns the operation whose hooks ctx was made for
 // (Detach), or nil: telemetry's hooks ask it, so that they do not record
@@ -266,7 +265,7 @@ func Detach(ctx context.Context) Context { return Context{Context: ctx, from: Fr
 // asked, not its parents: a context derived from it is someone else's.
 func DetachedFrom(ctx context.Context) *Operation {
 	if c, ok := ctx.(*Context); ok && c.op == nil {
-		return c.from
+		return From(c.Context) // the operation of the context it was made from (a hook's: no field for it on every operation)
 	}
 	return nil
 }
