@@ -30,6 +30,7 @@ func TestNoTransparentEventsUnderAHedge(t *testing.T) {
 	}))
 	defer srv.Close()
 	p := policy.Default()
+	p.Budget = nil // hedges draw on the budget: the hedge is the subject
 	stack, err := retrystack.NewStack(retrystack.Config{Policy: &p, Telemetry: tel})
 	if err == nil {
 		stack, err = stack.InsertAfter("retry", hedge.Layer(hedge.Config{Delay: 10 * time.Millisecond}))
