@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/middleware"
 	"time"
 
@@ -50,7 +51,14 @@ func do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
 	if e.p.Timeout > 0 {
 		f.deadline = time.Now().Add(e.p.Timeout)
 	}
-	v, err := run[T](ctx, ctx, e, o, f, rep)
+	hooks := ctx
+	if operation.DetachedFrom(ctx) != nil {
+		// An HTTP operation's hooks context, passed on (Do inside a hook):
+		// Do's events are its own, for telemetry's hooks too.
+		d := operation.Detach(ctx)
+		hooks = &d
+	}
+	v, err := run[T](ctx, hooks, e, o, f, rep)
 	return v, rep, err
 }
 
@@ -101,9 +109,9 @@ func (o *funcOp[T]) observed() bool { return false }
 
 func (o *funcOp[T]) emit(middleware.Event) {}
 
-func (o *funcOp[T]) canReplay() bool { return true }
+func (o *funcOp[T]) replayErr() error { return nil }
 
-func (o *funcOp[T]) paced() (string, time.Time) { return "", time.Time{} }
+func (o *funcOp[T]) paced() (string, string, int, time.Time) { return "", "", 0, time.Time{} }
 
 func (o *funcOp[T]) uncarried() []string { return nil }
 

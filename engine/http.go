@@ -302,7 +302,9 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		// WithClientTrace composes the caller's trace into the one it is
 		// given: then each attempt needs a copy of its own.
 		cp := *tr.Client()
-		ctx = httptrace.WithClientTrace(ctx, &cp)
+		// The layers below mark their hops and hedges on o's trace, and
+		// ReportOf finds o's report for a response o made.
+		ctx = operation.WithAttempt(httptrace.WithClientTrace(ctx, &cp), &operation.Attempt{Owner: &o.owner, Trace: tr})
 	}
 	// The cross-layer headers: the attempt on a retry, the time left
 	// under a deadline.
@@ -361,6 +363,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		processed:   processedBy(err, tr.Wrote(), tr.Conns() > 0),
 		transparent: tr.Transparent(),
 		hedges:      tr.Hedges(),
+		redirects:   tr.Hops(),
 		resend:      resend,
 	}
 	if err == nil {
@@ -387,13 +390,18 @@ func (o *httpOp) hold(u *url.URL, h http.Header) {
 }
 
 // paced implements loopOp: until when the request's host asked for no
-// requests.
-func (o *httpOp) paced() (string, time.Time) {
+// requests, and the server as the attempt spans name it.
+func (o *httpOp) paced() (string, string, int, time.Time) {
 	if !o.e.p.RetryAfter.Pace || o.e.pace.held.Load() == 0 {
-		return "", time.Time{}
+		return "", "", 0, time.Time{}
 	}
-	host := wire.HostKey(o.req.URL)
-	return host, o.e.pace.heldUntil(host, o.e.now())
+	key := wire.HostKey(o.req.URL)
+	until := o.e.pace.heldUntil(key, o.e.now())
+	if until.IsZero() {
+		return key, "", 0, until
+	}
+	host, port := wire.ServerAddress(o.req)
+	return key, host, port, until
 }
 
 func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error) policy.Decision {
@@ -570,9 +578,16 @@ func (e *Engine) attemptValue(n int) string {
 	return strconv.Itoa(n) + "; max=" + strconv.Itoa(e.p.MaxAttempts)
 }
 
-// canReplay reports whether the body can still be sent again: a kept body
-// that outgrew its replay buffer cannot.
-func (o *httpOp) canReplay() bool { return o.rp == nil || o.rp.Replayable() }
+// replayErr implements loopOp: a kept body that outgrew its replay buffer
+// cannot be sent again, nor one whose rewinding Seek fails (it is rewound
+// here, before the retry is planned, so that the caller gets the answer
+// in hand rather than an attempt that never left).
+func (o *httpOp) replayErr() error {
+	if o.rp == nil {
+		return nil
+	}
+	return o.rp.Rewind()
+}
 
 // uncarried names the cookies of the discarded responses that no final
 // response will carry.

@@ -45,6 +45,11 @@ type AttemptRecord struct {
 	// Hedges counts the hedges a hedging layer below sent within this
 	// attempt (package hedge).
 	Hedges int
+	// Redirects counts the redirect hops a redirect layer below the retry
+	// layer followed within this attempt, each a send of its own (not a
+	// transparent one); Status is then the last hop's, and each hop's own
+	// is on its attempt span.
+	Redirects int
 	// Resend numbers the attempt within its logical operation, retries and
 	// redirect hops alike: 0 for the operation's first send.
 	Resend   int
@@ -64,6 +69,9 @@ func (r *Report) String() string {
 			b.WriteString("error")
 		} else {
 			fmt.Fprint(&b, a.Status)
+		}
+		if a.Redirects > 0 {
+			fmt.Fprintf(&b, " (after %d redirect(s))", a.Redirects)
 		}
 	}
 	fmt.Fprintf(&b, "], waits %v, %s", r.PlannedWaits, r.Stop)
@@ -91,14 +99,34 @@ func ReportOf(resp *http.Response) *Report {
 	if resp == nil || resp.Request == nil {
 		return nil
 	}
-	if op := operation.From(resp.Request.Context()); op != nil {
-		if w := op.Last(); w != nil {
-			if o, ok := w.Layer.(*httpOp); ok {
-				return &o.rep
-			}
+	ctx := resp.Request.Context()
+	op := operation.From(ctx)
+	if op == nil {
+		return nil
+	}
+	var last *httpOp
+	if w := op.Last(); w != nil {
+		last, _ = w.Layer.(*httpOp)
+	}
+	if a := operation.AttemptOf(ctx); a != nil && (last == nil || last.rep.failed()) {
+		// A response the owner cannot have handed back, since it ended
+		// with an error: one of a retry layer per send of a hedge above
+		// it, whose send won (the owner's lost, and the hedge layer
+		// waited for it).
+		if o, ok := a.Owner.Layer.(*httpOp); ok {
+			return &o.rep
 		}
 	}
+	if last != nil {
+		return &last.rep // the outermost retry layer's, as usual
+	}
 	return nil
+}
+
+// failed reports whether the operation ended with an error: its last
+// attempt failed and nothing was handed back.
+func (r *Report) failed() bool {
+	return r.Stop != "" && r.Stop != policy.StopSuccess && (len(r.Attempts) == 0 || r.Attempts[len(r.Attempts)-1].Err != nil)
 }
 
 // ReportFrom returns the report an error from a stack carries: an *Error,
@@ -144,9 +172,13 @@ func (e *Error) Timeout() bool {
 type ExhaustedError struct {
 	Report *Report
 	Last   *middleware.StatusError // the last response, its body bounded
+	body   error                   // why the request body could not be sent again, when that ended the retries
 }
 
 func (e *ExhaustedError) Error() string {
+	if e.body != nil {
+		return fmt.Sprintf("engine: %s after %d attempt(s): last status %s; not retried: %v", e.Report.Stop, len(e.Report.Attempts), e.Last.Status, e.body)
+	}
 	return fmt.Sprintf("engine: %s after %d attempt(s): last status %s", e.Report.Stop, len(e.Report.Attempts), e.Last.Status)
 }
 

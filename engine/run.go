@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/retrystack/retrystack/internal/events"
 	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
@@ -34,10 +35,11 @@ type loopOp[T any] interface {
 	// operation (engine.Do).
 	observed() bool
 	emit(e middleware.Event)
-	// canReplay reports whether what the operation sends can still be
-	// sent again (a request body kept as it was sent may have outgrown
-	// its replay buffer).
-	canReplay() bool
+	// replayErr says why what the operation sends cannot be sent again
+	// (a request body kept as it was sent outgrew its replay buffer, or
+	// its rewinding Seek failed), or is nil. It prepares the body for the
+	// next attempt: the loop asks only when it plans a retry.
+	replayErr() error
 	// uncarried names the cookies of discarded results that were to be
 	// carried on the result the operation would hand back, when it hands
 	// back none.
@@ -46,10 +48,11 @@ type loopOp[T any] interface {
 	// (FailOnExhausted) to the cookie layer above, and names the cookies
 	// lost.
 	cookies(v T) []string
-	// paced is the host the next attempt goes to and until when that
-	// host asked for no requests (policy.RetryAfter.Pace); the zero time
-	// when it did not.
-	paced() (host string, until time.Time)
+	// paced is the host the next attempt goes to (key: the host held,
+	// wire.HostKey; host and port: as the spans name the server) and
+	// until when that host asked for no requests (policy.RetryAfter.Pace);
+	// the zero time when it did not.
+	paced() (key, host string, port int, until time.Time)
 }
 
 // facts are what the loop needs to know of an operation's request, found
@@ -68,6 +71,7 @@ type attemptInfo struct {
 	processed   policy.Processed
 	transparent int
 	hedges      int
+	redirects   int
 	resend      int
 	status      int         // the result's HTTP status, 0 if it has none
 	header      http.Header // the result's header, for its hints; nil if none
@@ -155,6 +159,7 @@ type loop[T any] struct {
 	holding  bool          // held is set
 	returned bool          // the loop returned: nothing left to release
 	polled   bool          // the last retry asks again for a keyed request in flight
+	bodyErr  error         // why the body could not be sent again, when that stopped the retries
 	refund   refunder      // the budget that paid for the last retry, if it pays back one that succeeds
 }
 
@@ -194,8 +199,8 @@ func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts, r
 		if n == 1 {
 			// A retry's plan waits for the host's hold itself (plan), so
 			// that a stop still hands back the answer it has.
-			if host, until := l.o.paced(); !until.IsZero() {
-				if stop, err := l.pace(host, until); err != nil {
+			if key, host, port, until := l.o.paced(); !until.IsZero() {
+				if stop, err := l.pace(key, host, port, until); err != nil {
 					if f.body != nil {
 						f.body.Close()
 					}
@@ -296,7 +301,7 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 		}
 	}
 	l.refund = nil
-	rec := AttemptRecord{Status: info.status, Err: err, Processed: info.processed, Transparent: info.transparent, Hedges: info.hedges, Resend: info.resend, Decision: dec}
+	rec := AttemptRecord{Status: info.status, Err: err, Processed: info.processed, Transparent: info.transparent, Hedges: info.hedges, Redirects: info.redirects, Resend: info.resend, Decision: dec}
 	if n == 2 && len(l.rep.Attempts) == 1 && cap(l.rep.Attempts) == 1 {
 		// A retry outgrew the room for the first attempt: one allocation
 		// for every attempt the policy allows (within reason), not one per
@@ -316,6 +321,9 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 func (l *loop[T]) finish(stop policy.StopReason, v T, err error, dec policy.Decision) (T, error) {
 	if err != nil {
 		l.d.release()
+		if l.bodyErr != nil && !errors.Is(err, l.bodyErr) {
+			err = fmt.Errorf("%w; not retried: %w", err, l.bodyErr) // what the caller needs: why there was no retry
+		}
 		return l.fail(stop, err)
 	}
 	if dec.Retry || dec.Stop == policy.StopPushback { // a status the policy wanted to retry: the Ok(503) trap
@@ -330,7 +338,7 @@ func (l *loop[T]) finish(stop policy.StopReason, v T, err error, dec policy.Deci
 				l.lose()
 				l.end(stop)
 				var zero T
-				return zero, &ExhaustedError{Report: l.rep, Last: se}
+				return zero, &ExhaustedError{Report: l.rep, Last: se, body: l.bodyErr}
 			}
 		}
 		l.pitfall(PitfallExhaustedRetryableStatus)
@@ -426,7 +434,11 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 	if n >= e.p.MaxAttempts && !poll {
 		return policy.StopAttemptsExhausted, 0, false
 	}
-	if !l.f.replayable || !l.o.canReplay() {
+	if !l.f.replayable {
+		l.pitfall(PitfallBodyNotReplayable)
+		return policy.StopBodyNotReplayable, 0, false
+	}
+	if l.bodyErr = l.o.replayErr(); l.bodyErr != nil {
 		l.pitfall(PitfallBodyNotReplayable)
 		return policy.StopBodyNotReplayable, 0, false
 	}
@@ -454,7 +466,7 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 			wait, fromHint = hw, true
 		}
 	}
-	if _, until := l.o.paced(); !until.IsZero() {
+	if _, _, _, until := l.o.paced(); !until.IsZero() {
 		// Another operation's answer holds the host back longer: the
 		// retry waits for that too.
 		if d := until.Sub(e.now()); d > wait {
@@ -508,7 +520,7 @@ func (l *loop[T]) withdraw(err error) bool {
 // when that comes before the operation's deadline; otherwise it stops the
 // operation at once, nothing sent: a wait that cannot finish is not
 // started.
-func (l *loop[T]) pace(host string, until time.Time) (policy.StopReason, error) {
+func (l *loop[T]) pace(key, host string, port int, until time.Time) (policy.StopReason, error) {
 	e := l.e
 	now := e.now()
 	wait := until.Sub(now)
@@ -518,9 +530,9 @@ func (l *loop[T]) pace(host string, until time.Time) (policy.StopReason, error) 
 	dl, bounded := l.op.Deadline()
 	if bounded && !now.Add(wait).Before(dl) {
 		if l.o.observed() {
-			l.o.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, "stopped", wait)})
+			l.o.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, port, "stopped", wait)})
 		}
-		return policy.StopWaitExceedsBudget, &pacedError{host: host, until: until}
+		return policy.StopWaitExceedsBudget, &pacedError{host: key, until: until}
 	}
 	// Up to a tenth more, within the deadline: the operations held back
 	// do not all return at the reset together.
@@ -532,7 +544,7 @@ func (l *loop[T]) pace(host string, until time.Time) (policy.StopReason, error) 
 		wait += extra
 	}
 	if l.o.observed() {
-		l.o.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, "waited", wait)})
+		l.o.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, port, "waited", wait)})
 	}
 	if err := e.sleep(l.op, wait); err != nil {
 		return l.timeUp().mustStop(), err

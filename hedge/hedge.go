@@ -211,8 +211,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if err != nil {
 				continue
 			}
-			if o := operation.From(req.Context()); o != nil {
-				o.Trace().Hedged() // its connection is not a send of the transport's own
+			if tr := operation.TraceOf(req.Context()); tr != nil {
+				tr.Hedged() // its connection is not a send of the transport's own
 			}
 			op.Emit(middleware.Event{Name: middleware.EventHedge, Attrs: []attribute.KeyValue{attribute.Int(protocol.AttrHedge, sent)}})
 			cancels = append(cancels, hcancel)

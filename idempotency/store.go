@@ -85,11 +85,14 @@ func (e storeError) Error() string { return string(e) }
 // the shorter of Config.Keep and maxKeys divided by the rate of keyed
 // writes: 100 000 keys at 1.2 writes a second last 23 h, at 100 a second
 // 17 min. Making room never scans the keys: claims are kept by the end of
-// their lease, completed answers by completion, oldest first.
+// their lease, completed answers both by the end of their keep (handlers
+// sharing the store may keep theirs for a minute or a day) and by
+// completion, oldest first.
 type MemoryStore struct {
 	mu       sync.Mutex
 	entries  map[string]*entry
 	inFlight leases    // claims, the earliest lease end first
+	kept     leases    // completed answers, the earliest keep end first
 	done     list.List // of *entry, oldest completion first
 	max      int
 	now      func() time.Time
@@ -102,10 +105,11 @@ type entry struct {
 	rec     *Record       // nil while in flight
 	expires time.Time     // the lease's end while in flight, the record's after
 	at      *list.Element // in done, once completed
-	i       int           // in inFlight, while in flight
+	i       int           // in inFlight while in flight, in kept once completed
 }
 
-// leases is a heap of the claims in flight by the end of their lease.
+// leases is a heap of entries by their end: the claims in flight by the
+// end of their lease, or the completed answers by the end of their keep.
 type leases []*entry
 
 func (h leases) Len() int           { return len(h) }
@@ -135,19 +139,29 @@ func NewMemoryStore(maxKeys int, now func() time.Time) *MemoryStore {
 // forget drops e from the map and its list.
 func (s *MemoryStore) forget(e *entry) {
 	delete(s.entries, e.key)
+	s.unlist(e)
+}
+
+// unlist takes e out of the lists that order it for makeRoom.
+func (s *MemoryStore) unlist(e *entry) {
 	if e.rec == nil {
 		heap.Remove(&s.inFlight, e.i)
 	} else {
+		heap.Remove(&s.kept, e.i)
 		s.done.Remove(e.at)
 	}
 }
 
 // makeRoom frees one key, if it can without forgetting a claim whose
-// lease runs: an ended lease first, then an ended keep, then the oldest
-// completed answer.
+// lease runs: an ended lease first, then an ended keep (whatever its
+// length: the earliest end first), then the oldest completed answer.
 func (s *MemoryStore) makeRoom(now time.Time) bool {
 	if len(s.inFlight) > 0 && !now.Before(s.inFlight[0].expires) {
 		s.forget(s.inFlight[0])
+		return true
+	}
+	if len(s.kept) > 0 && !now.Before(s.kept[0].expires) {
+		s.forget(s.kept[0])
 		return true
 	}
 	if f := s.done.Front(); f != nil {
@@ -208,11 +222,7 @@ func (c *memoryClaim) Complete(_ context.Context, rec *Record, keep time.Duratio
 		ok = false
 	}
 	if ok {
-		if e.rec == nil {
-			heap.Remove(&s.inFlight, e.i)
-		} else {
-			s.done.Remove(e.at)
-		}
+		s.unlist(e)
 	} else {
 		// The lease ended and the key was forgotten, but nobody claimed
 		// it since: this request is still the last to run, and its answer
@@ -226,6 +236,7 @@ func (c *memoryClaim) Complete(_ context.Context, rec *Record, keep time.Duratio
 		s.entries[c.key] = e
 	}
 	e.rec, e.expires = rec, now.Add(keep)
+	heap.Push(&s.kept, e)
 	e.at = s.done.PushBack(e)
 	return nil
 }

@@ -89,3 +89,63 @@ func TestMemoryStoreLateCompleteAfterEviction(t *testing.T) {
 		t.Errorf("a's retry: %+v, %v; want a's answer replayed", rec, err)
 	}
 }
+
+// Handlers that share one store with different keeps (orders kept a day,
+// carts a minute): when it is full, the ended cart answers go first, not
+// the live order answer that happens to be the oldest. Forgetting the
+// order would let its retry run the write again. (Issue 36.)
+func TestMemoryStoreForgetsEndedKeepsFirstUnderMixedKeeps(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s := idempotency.NewMemoryStore(3, func() time.Time { return now })
+	ctx := context.Background()
+	complete := func(key string, keep time.Duration) {
+		t.Helper()
+		c, _, err := s.Begin(ctx, key, "fp", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Complete(ctx, &idempotency.Record{Status: 201}, keep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	complete("order-1", 24*time.Hour)
+	now = now.Add(time.Second)
+	complete("cart-1", time.Minute)
+	now = now.Add(time.Second)
+	complete("cart-2", time.Minute)
+	now = now.Add(2 * time.Minute) // both carts' keeps have ended; the order's runs
+	complete("order-2", 24*time.Hour)
+	complete("order-3", 24*time.Hour)
+	for _, key := range []string{"order-1", "order-2", "order-3"} {
+		if _, rec, err := s.Begin(ctx, key, "fp", time.Minute); rec == nil || err != nil {
+			t.Errorf("%s: %v, %v; want its answer replayed", key, rec, err)
+		}
+	}
+}
+
+// The same under mixed leases and keeps: a claim whose short lease ended
+// and a cart whose keep ended both go before a live answer or a claim
+// whose long lease runs.
+func TestMemoryStoreMixedLeasesAndKeeps(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s := idempotency.NewMemoryStore(4, func() time.Time { return now })
+	ctx := context.Background()
+	order, _, _ := s.Begin(ctx, "order", "fp", time.Minute)
+	order.Complete(ctx, &idempotency.Record{Status: 201}, 24*time.Hour)
+	s.Begin(ctx, "report", "fp", time.Hour) // a long handler, still running
+	s.Begin(ctx, "ping", "fp", time.Second) // its handler died: the lease ends
+	cart, _, _ := s.Begin(ctx, "cart", "fp", time.Minute)
+	cart.Complete(ctx, &idempotency.Record{Status: 201}, time.Minute)
+	now = now.Add(2 * time.Minute)
+	for _, key := range []string{"a", "b"} { // two new keys: room for both from what ended
+		if c, _, err := s.Begin(ctx, key, "fp", time.Minute); c == nil || err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+	}
+	if _, rec, err := s.Begin(ctx, "order", "fp", time.Minute); rec == nil || err != nil {
+		t.Errorf("order: %v, %v; want its answer replayed", rec, err)
+	}
+	if _, _, err := s.Begin(ctx, "report", "fp", time.Minute); !errors.Is(err, idempotency.ErrInFlight) {
+		t.Errorf("report: %v; want it still in flight", err)
+	}
+}

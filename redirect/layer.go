@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -81,6 +82,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	cur := req
 	var via []*http.Request
 	for hops := 0; ; hops++ {
+		if hops > 0 {
+			if tr := operation.TraceOf(cur.Context()); tr != nil {
+				// A retry layer above counts this send as a hop of its
+				// attempt, not as one the transport made on its own.
+				tr.Hopped()
+			}
+		}
 		resp, err := wire.RoundTrip(t.next, cur)
 		if err != nil {
 			return nil, err

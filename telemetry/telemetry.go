@@ -270,7 +270,7 @@ func (t *Telemetry) record(ctx context.Context, span trace.Span, e middleware.Ev
 	case protocol.EventPitfall:
 		t.pitfalls.Add(ctx, 1, metric.WithAttributes(attrOf(e, AttrPitfall, AttrPitfall)))
 	case protocol.EventThrottle:
-		t.throttled.Add(ctx, 1, metric.WithAttributes(attrOf(e, "", protocol.AttrThrottleHost)))
+		t.throttled.Add(ctx, 1, metric.WithAttributes(attrOf(e, "", protocol.AttrServerAddress), attrOf(e, "", protocol.AttrServerPort)))
 	case protocol.EventLimit:
 		if t.limited != nil {
 			t.limited.Add(ctx, 1, metric.WithAttributes(attrOf(e, "", protocol.AttrLimitKey)))
@@ -280,7 +280,7 @@ func (t *Telemetry) record(ctx context.Context, span trace.Span, e middleware.Ev
 			t.injected.Add(ctx, 1, metric.WithAttributes(attrOf(e, "", protocol.AttrChaosFault)))
 		}
 	case protocol.EventPacing:
-		t.paced.Add(ctx, 1, metric.WithAttributes(attrOf(e, "", protocol.AttrThrottleHost), attrOf(e, "", protocol.AttrPacingOutcome)))
+		t.paced.Add(ctx, 1, metric.WithAttributes(attrOf(e, "", protocol.AttrServerAddress), attrOf(e, "", protocol.AttrServerPort), attrOf(e, "", protocol.AttrPacingOutcome)))
 	}
 }
 
@@ -306,7 +306,9 @@ var errPanicked = errors.New("telemetry: a panic ended the operation")
 // engine.Do, which runs outside any stack: events on the span of the
 // context it is given, and the retries, delay and pitfalls metrics. The
 // HTTP retry layer needs none: its retries and pitfalls reach telemetry
-// as events of the operation (middleware.Operation.Emit).
+// as events of the operation (middleware.Operation.Emit). Joined into the
+// hooks of a retry layer all the same, they record nothing that t's
+// operation span records already: each retry is counted once.
 func (t *Telemetry) Hooks() engine.Hooks {
 	if t.tracer == nil {
 		return engine.Hooks{} // its layers do not build: see Operation
@@ -315,13 +317,37 @@ func (t *Telemetry) Hooks() engine.Hooks {
 }
 
 func (t *Telemetry) onRetry(ev engine.Event) {
+	if t.observes(ev.Context) {
+		return
+	}
 	t.record(ev.Context, trace.SpanFromContext(ev.Context), middleware.Event{Name: protocol.EventRetry,
 		Attrs: events.RetryAttrs(ev.Wait, ev.FromHint, ev.Report.Layer, ev.Cause)})
 }
 
 func (t *Telemetry) onPitfall(ev engine.Event) {
+	if t.observes(ev.Context) {
+		return
+	}
 	t.record(ev.Context, trace.SpanFromContext(ev.Context), middleware.Event{Name: protocol.EventPitfall,
 		Attrs: events.PitfallAttrs(string(ev.Pitfall), ev.Cookies)})
+}
+
+// observes reports whether the hook's event belongs to an HTTP operation
+// that one of t's operation spans observes: its retry layer told it
+// already (middleware.Operation.Emit), and recording it again from the
+// hooks would count every retry twice.
+func (t *Telemetry) observes(ctx context.Context) bool {
+	op := operation.DetachedFrom(ctx)
+	if op == nil {
+		return false
+	}
+	ours := false
+	op.EachObserver(func(x any) {
+		if s, ok := x.(*opSpan); ok && s.t == t {
+			ours = true
+		}
+	})
+	return ours
 }
 
 type operationLayer struct {
@@ -585,17 +611,17 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if s.timed = a.t.reqDuration.Enabled(req.Context()); s.timed {
 		s.start = time.Now()
 	}
-	s.host, s.port = hostPort(req)
+	s.host, s.port = wire.ServerAddress(req)
 	// The retry layer above, if any, numbers the send and watches the wire:
 	// the connections it counts while this RoundTrip runs are this send's,
 	// even when a layer between makes more sends (redirect hops).
-	var resend, conns0 int
+	var resend, conns0, marks0 int
 	op := operation.From(req.Context())
-	var watch *wire.Trace // the operation's, or this layer's own outside a stack
+	var watch *wire.Trace // the operation's (or its retry layer's), or this layer's own outside a stack
 	if op != nil {
 		resend = op.Sends() // the sends before this one, counted next to the base
-		watch = op.Trace()
-		conns0 = watch.Conns()
+		watch = operation.TraceOf(req.Context())
+		conns0, marks0 = watch.Conns(), watch.Hedges()+watch.Hops()
 	}
 	// What a sampler should see: the attributes known before the send.
 	start := s.method.attrs(s.attrs[:0])
@@ -632,7 +658,9 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	attrs := s.attrs[:0]
 	var transparent int
 	if span.IsRecording() {
-		transparent = watch.Conns() - conns0 - 1
+		// Less the sends of hedges and redirect hops that ran meanwhile:
+		// a hedge's connection is not a resend of this one.
+		transparent = watch.Conns() - conns0 - (watch.Hedges() + watch.Hops() - marks0) - 1
 		if host, port, ok := splitAddr(watch.Peer()); ok {
 			attrs = append(attrs, semconv.NetworkPeerAddress(host), semconv.NetworkPeerPort(port))
 		}
@@ -803,25 +831,6 @@ func errorTypeOf(err error) string {
 		return et.ErrorType() // an error that names its own type: a redirect hop limit
 	}
 	return errorType(policy.KindOf(err)).Value.AsString()
-}
-
-// hostPort returns server.address and server.port: from the Host header
-// when the request sets one (the conventions' rule), else from the URL,
-// the port always, from the scheme's default when there is none.
-func hostPort(req *http.Request) (string, int) {
-	u := req.URL
-	if req.Host != "" && req.Host != u.Host {
-		u = &url.URL{Host: req.Host, Scheme: req.URL.Scheme} // on the stack
-	}
-	host, p := u.Hostname(), u.Port()
-	if p == "" {
-		if req.URL.Scheme == "https" {
-			return host, 443
-		}
-		return host, 80
-	}
-	port, _ := strconv.Atoi(p)
-	return host, port
 }
 
 func protocolVersion(resp *http.Response) string {

@@ -266,8 +266,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if req.Body != nil {
 				req.Body.Close() // the RoundTripper's, even when it sends nothing
 			}
+			host, port := wire.ServerAddress(req) // as the attempt spans and the HTTP metrics say it
 			op.Emit(middleware.Event{Name: protocol.EventThrottle, Attrs: []attribute.KeyValue{
-				attribute.String(protocol.AttrThrottleHost, key), attribute.Float64(protocol.AttrThrottleProbability, prob)}})
+				attribute.String(protocol.AttrServerAddress, host), attribute.Int(protocol.AttrServerPort, port),
+				attribute.Float64(protocol.AttrThrottleProbability, prob)}})
 			return nil, &refusal{host: key, prob: prob}
 		}
 	}

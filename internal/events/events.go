@@ -35,12 +35,12 @@ func PitfallAttrs(pitfall string, cookies []string) []attribute.KeyValue {
 	return attrs
 }
 
-// PacingAttrs are the attributes of protocol.EventPacing: the host, what
-// the operation did ("waited" or "stopped") and for how long the host
-// asked it to wait.
-func PacingAttrs(host, outcome string, wait time.Duration) []attribute.KeyValue {
+// PacingAttrs are the attributes of protocol.EventPacing: the server
+// (wire.ServerAddress), what the operation did ("waited" or "stopped")
+// and for how long the host asked it to wait.
+func PacingAttrs(host string, port int, outcome string, wait time.Duration) []attribute.KeyValue {
 	return []attribute.KeyValue{
-		attribute.String(protocol.AttrThrottleHost, host), attribute.String(protocol.AttrPacingOutcome, outcome),
-		attribute.Float64(protocol.AttrDelay, wait.Seconds()),
+		attribute.String(protocol.AttrServerAddress, host), attribute.Int(protocol.AttrServerPort, port),
+		attribute.String(protocol.AttrPacingOutcome, outcome), attribute.Float64(protocol.AttrDelay, wait.Seconds()),
 	}
 }

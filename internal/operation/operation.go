@@ -86,7 +86,8 @@ func (o *Operation) Unclaim(w *Owner) { o.owner.CompareAndSwap(w, nil) }
 func (o *Operation) Owner() *Owner { return o.owner.Load() }
 
 // Last is the last retry layer that owned the operation, or nil: the one
-// whose response the caller got.
+// whose response the caller got, unless a layer that did not own it made
+// that response (AttemptOf).
 func (o *Operation) Last() *Owner { return o.last.Load() }
 
 // Trace is the operation's wire trace: the retry layer that owns the
@@ -258,6 +259,17 @@ func (c *Context) Value(key any) any {
 // of its own and never shares this one's key or deadline.
 func Detach(ctx context.Context) Context { return Context{Context: ctx} }
 
+// DetachedFrom returns the operation whose hooks ctx was made for
+// (Detach), or nil: telemetry's hooks ask it, so that they do not record
+// again what the operation's observers were told. Only ctx itself is
+// asked, not its parents: a context derived from it is someone else's.
+func DetachedFrom(ctx context.Context) *Operation {
+	if c, ok := ctx.(*Context); ok && c.op == nil {
+		return From(c.Context) // the operation of the context it was made from (a hook's: no field for it on every operation)
+	}
+	return nil
+}
+
 // From returns the Operation ctx carries, or nil.
 func From(ctx context.Context) *Operation {
 	o, _ := ctx.Value(operationKey{}).(*Operation)
@@ -335,6 +347,42 @@ func (c Counter) RoundTrip(req *http.Request) (*http.Response, error) {
 		o.sends.Add(1)
 	}
 	return c.Base.RoundTrip(req)
+}
+
+type attemptKey struct{}
+
+// An Attempt is the retry layer that does not own its operation (one
+// inside another, or one per send of a hedge above it) and the trace of
+// its own with which it watches the wire, marked on its attempts'
+// contexts (WithAttempt).
+type Attempt struct {
+	Owner *Owner
+	Trace *wire.Trace
+}
+
+// WithAttempt marks ctx as that of an attempt of a's retry layer.
+func WithAttempt(ctx context.Context, a *Attempt) context.Context {
+	return context.WithValue(ctx, attemptKey{}, a)
+}
+
+// AttemptOf returns what WithAttempt marked ctx with, or nil.
+func AttemptOf(ctx context.Context) *Attempt {
+	a, _ := ctx.Value(attemptKey{}).(*Attempt)
+	return a
+}
+
+// TraceOf is the wire trace of the retry layer whose attempt ctx is, for
+// the layers below it that mark their sends on it (a redirect's hops, a
+// hedge's sends): the innermost retry layer's own (WithAttempt), else
+// the operation's; nil outside an operation.
+func TraceOf(ctx context.Context) *wire.Trace {
+	if a := AttemptOf(ctx); a != nil {
+		return a.Trace
+	}
+	if o := From(ctx); o != nil {
+		return o.trace
+	}
+	return nil
 }
 
 type hedgeKey struct{}

@@ -56,8 +56,8 @@ const (
 	EventRefusal   = "retrystack.refusal"            // the retry layer: a layer below refused to send (AttrStopReason)
 	EventHedge     = "retrystack.hedge"              // the hedge layer: a hedge was sent (AttrHedge)
 	EventBreaker   = "retrystack.breaker.state_change"
-	EventThrottle  = "retrystack.throttle" // the throttle layer refused a request (AttrThrottleHost, AttrThrottleProbability)
-	EventPacing    = "retrystack.pacing"   // the retry layer waited for a host's rate limit to reset, or stopped (AttrThrottleHost, AttrPacingOutcome, AttrDelay)
+	EventThrottle  = "retrystack.throttle" // the throttle layer refused a request (AttrServerAddress, AttrServerPort, AttrThrottleProbability)
+	EventPacing    = "retrystack.pacing"   // the retry layer waited for a host's rate limit to reset, or stopped (AttrServerAddress, AttrServerPort, AttrPacingOutcome, AttrDelay)
 	EventLimit     = "retrystack.limit"    // the limit layer refused a request (AttrLimitKey, AttrLimit, AttrLimitWaited)
 	EventChaos     = "retrystack.chaos"    // the chaos layer injected a fault (AttrChaosInjected, AttrChaosFault)
 
@@ -70,7 +70,8 @@ const (
 	AttrStopReason  = "retrystack.stop_reason"     // policy.StopReason
 	AttrHedge       = "retrystack.hedge"           // the hedge's number, from 1
 
-	AttrThrottleHost        = "server.address"                  // the host the throttle refused a request to
+	AttrServerAddress       = "server.address"                  // the request's host alone, as on the attempt spans (wire.ServerAddress)
+	AttrServerPort          = "server.port"                     // its port, the scheme's default included
 	AttrThrottleProbability = "retrystack.throttle.probability" // its probability of refusing, then
 	AttrPacingOutcome       = "retrystack.pacing.outcome"       // "waited" or "stopped"
 	AttrLimitKey            = "retrystack.limit.key"            // the key (by default the host) whose limit refused a request

@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"golang.org/x/net/idna"
@@ -45,4 +47,26 @@ func HostKey(u *url.URL) string {
 		h = h[:len(h)-len(":80")]
 	}
 	return h
+}
+
+// ServerAddress is req's server.address and server.port as the semantic
+// conventions have them, and as every span, event and metric of the
+// module reports them: from the Host header when the request sets one
+// (the conventions' rule), else from the URL; the host alone (an IPv6
+// address without its brackets), and the port always, the scheme's
+// default when there is none.
+func ServerAddress(req *http.Request) (string, int) {
+	u := req.URL
+	if req.Host != "" && req.Host != u.Host {
+		u = &url.URL{Host: req.Host, Scheme: req.URL.Scheme} // on the stack
+	}
+	host, p := u.Hostname(), u.Port()
+	if p == "" {
+		if req.URL.Scheme == "https" {
+			return host, 443
+		}
+		return host, 80
+	}
+	port, _ := strconv.Atoi(p)
+	return host, port
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -67,6 +68,7 @@ type Replay struct {
 	size    int64       // the section's length (with at)
 	rewound bool        // the seekable body is at start for the next reader
 	failed  bool        // a Seek failed: not replayable
+	seekErr error       // why, naming the Seek
 
 	kept   []byte // what was read, from the start
 	limit  int
@@ -90,14 +92,14 @@ func NewReplay(body io.ReadCloser, limit int, budget *ReplayBudget) *Replay {
 	if s, ok := body.(io.Seeker); ok {
 		start, err := s.Seek(0, io.SeekCurrent)
 		if err != nil {
-			r.failed = true
+			r.fail(err)
 			return r
 		}
 		r.seeker, r.start, r.rewound = s, start, true
 		if at, ok := body.(io.ReaderAt); ok {
 			if end, err := s.Seek(0, io.SeekEnd); err == nil {
 				if _, err := s.Seek(start, io.SeekStart); err != nil {
-					r.failed = true // left at its end: nothing to send
+					r.fail(err) // left at its end: nothing to send
 					return r
 				}
 				r.at, r.size = at, end-start
@@ -113,11 +115,55 @@ func NewReplay(body io.ReadCloser, limit int, budget *ReplayBudget) *Replay {
 // (a hedge's sends): a seekable body read by sections, or a kept one.
 func (r *Replay) Concurrent() bool { return r.at != nil || r.seeker == nil }
 
+// fail marks the body not replayable because a Seek failed with err.
+func (r *Replay) fail(err error) {
+	r.failed = true
+	r.seekErr = fmt.Errorf("retrystack: the request body cannot be sent again: rewinding it: %w", err)
+}
+
 // Replayable reports whether the body can be sent again.
-func (r *Replay) Replayable() bool {
+func (r *Replay) Replayable() bool { return r.Err() == nil }
+
+// Err is why the body cannot be sent again (its Seek failed, or it
+// outgrew the replay buffer), or nil.
+func (r *Replay) Err() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return !r.failed && r.over == nil
+	switch {
+	case r.failed:
+		return r.seekErr
+	case r.over != nil:
+		return errNotReplayable
+	}
+	return nil
+}
+
+// Rewind prepares a body that can only Seek for the next reader now,
+// before a retry is planned, so that a Seek that fails ends the replays
+// while the last attempt's answer is still in hand; it retires the
+// readers given so far. It returns Err. A body read by sections or kept
+// needs no rewinding. When a retired reader is still in a Read (a
+// transport's writer that outlived its attempt), the body is rewound by
+// the next Reader instead, as it would be without Rewind.
+func (r *Replay) Rewind() error {
+	if r.seeker == nil || r.at != nil {
+		return r.Err()
+	}
+	if !r.pull.TryLock() {
+		return r.Err()
+	}
+	defer r.pull.Unlock()
+	r.mu.Lock()
+	r.gen++ // a retired reader that takes pull after this fails (Read)
+	if !r.failed && !r.rewound {
+		if _, err := r.seeker.Seek(r.start, io.SeekStart); err != nil {
+			r.fail(err)
+		} else {
+			r.rewound = true
+		}
+	}
+	r.mu.Unlock()
+	return r.Err()
 }
 
 // Retire ends the readers given so far: a read by one of them (a
@@ -134,7 +180,9 @@ func (r *Replay) Reader() (io.ReadCloser, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
-	case r.failed || r.released:
+	case r.failed:
+		return nil, r.seekErr
+	case r.released:
 		return nil, errNotReplayable
 	case r.at != nil:
 		r.refs++
@@ -142,8 +190,8 @@ func (r *Replay) Reader() (io.ReadCloser, error) {
 	case r.seeker != nil:
 		if !r.rewound {
 			if _, err := r.seeker.Seek(r.start, io.SeekStart); err != nil {
-				r.failed = true
-				return nil, errNotReplayable
+				r.fail(err)
+				return nil, r.seekErr
 			}
 		}
 		r.rewound = false
@@ -204,9 +252,17 @@ func (rd *replayReader) Read(p []byte) (int, error) {
 		return n, err
 	}
 	if r.seeker != nil {
-		// Rewound for this reader, the only one at a time.
+		// Rewound for this reader, the only one at a time; once it reads,
+		// the body is no longer at its start (Rewind).
 		r.pull.Lock()
 		defer r.pull.Unlock()
+		r.mu.Lock()
+		retired := rd.gen != r.gen
+		r.rewound = r.rewound && retired
+		r.mu.Unlock()
+		if retired {
+			return 0, errRetired
+		}
 		return r.src.Read(p)
 	}
 	// At the end of what was kept: read on from the caller's body, one

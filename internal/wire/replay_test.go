@@ -344,3 +344,47 @@ func TestUnpooledTraceIsNotReused(t *testing.T) {
 		}
 	}
 }
+
+// seekStall is a stall that can Seek.
+type seekStall struct{ stall }
+
+func (*seekStall) Seek(int64, int) (int64, error) { return 0, nil }
+
+// Rewind, which the retry loop calls before it plans a retry, does not
+// wait for a retired reader blocked in a Read of a body that can only
+// Seek: the next Reader rewinds it instead.
+func TestRewindDoesNotWaitForABlockedRead(t *testing.T) {
+	s := &seekStall{stall{entered: make(chan struct{}, 1), closed: make(chan struct{})}}
+	r := NewReplay(s, 1<<10, nil)
+	rd, _ := r.Reader()
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := rd.Read(make([]byte, 8))
+		readErr <- err
+	}()
+	<-s.entered
+	if err := r.Rewind(); err != nil {
+		t.Errorf("Rewind: %v", err)
+	}
+	rd.Close()
+	r.Done()
+	if err := <-readErr; err == nil {
+		t.Error("the blocked Read ended without an error")
+	}
+}
+
+// A rewind that fails names the Seek, from Rewind, Err and Reader alike.
+func TestRewindThatFailsNamesTheSeek(t *testing.T) {
+	s := &seekOnly{Reader: strings.NewReader("rewind me")}
+	r := NewReplay(s, 4096, nil)
+	readAll(t, r)
+	s.broken = true
+	err := r.Rewind()
+	if err == nil || !strings.Contains(err.Error(), "seek failed") || !strings.Contains(err.Error(), "rewinding") {
+		t.Fatalf("Rewind: %v, want the Seek's failure named", err)
+	}
+	if _, rerr := r.Reader(); rerr != err || r.Err() != err {
+		t.Errorf("Reader %v, Err %v; want %v", rerr, r.Err(), err)
+	}
+	r.Done()
+}

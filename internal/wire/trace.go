@@ -29,8 +29,8 @@ import (
 type Trace struct {
 	// state packs what an attempt saw, so that a reset is one store:
 	// the connections handed out (low 32 bits), the hedges (bits 32-47),
-	// whether the headers were written (bit 48) and whether peer is set
-	// (bit 49).
+	// whether the headers were written (bit 48), whether peer is set
+	// (bit 49) and the redirect hops (bits 50-63).
 	state atomic.Uint64
 
 	mu   sync.Mutex
@@ -45,6 +45,7 @@ const (
 	hedgeOne = 1 << 32
 	wroteBit = 1 << 48
 	peerBit  = 1 << 49
+	hopOne   = 1 << 50
 )
 
 var traces = sync.Pool{New: func() any {
@@ -138,6 +139,13 @@ func (t *Trace) Hedged() { t.state.Add(hedgeOne) }
 // Hedges counts the attempt's hedges.
 func (t *Trace) Hedges() int { return int(uint16(t.state.Load() >> 32)) }
 
+// Hopped counts one more redirect hop of the attempt: a redirect layer
+// below the retry layer sends it.
+func (t *Trace) Hopped() { t.state.Add(hopOne) }
+
+// Hops counts the attempt's redirect hops.
+func (t *Trace) Hops() int { return int(t.state.Load() >> 50) }
+
 // Transparent counts the sends beyond the first of the attempt that the
-// transport made on its own: hedges are not.
-func (t *Trace) Transparent() int { return max(t.Conns()-t.Hedges()-1, 0) }
+// transport made on its own: hedges and redirect hops are not.
+func (t *Trace) Transparent() int { return max(t.Conns()-t.Hedges()-t.Hops()-1, 0) }
