@@ -49,7 +49,7 @@ func TestConfigErrorsSayWhatToDo(t *testing.T) {
 		{"jitter", withPolicy(func(p *policy.Policy) { p.Backoff.Jitter = 7 }), "Backoff.Jitter", "7", "use JitterFull, JitterNone or JitterTenPercent"},
 		{"attempt timeout", withPolicy(func(p *policy.Policy) { p.AttemptTimeout = -time.Second }), "AttemptTimeout", "-1s", "0: no limit per attempt"},
 		{"replay limit", client(retrystack.Config{ReplayLimit: -1}), "ReplayLimit", "-1", "0: the default, 256 KiB"},
-		{"budget", second(policy.NewTPSBudget(time.Hour, 10, 0.2)), "Budget.TTL", "1h0m0s", "policy.Default()'s: 10s"},
+		{"budget", second(policy.NewTPSBudget(time.Hour, 10, 0.2)), "Budget.TTL", "1h0m0s", "tower's: 10s"},
 		{"redirect hops", client(retrystack.Config{Redirect: redirect.Config{MaxHops: -2}}), "redirect.Config.MaxHops", "-2", "0: the default, 10"},
 		{"breaker rate", layer(breaker.Layer(breaker.Config{Rate: 2})), "breaker.Config.Rate", "2", "between 0 and 1"},
 		{"breaker window", layer(breaker.Layer(breaker.Config{Window: -time.Second})), "breaker.Config.Window", "-1s", "0: the default, 10s"},
