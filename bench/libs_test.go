@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrystack/retrystack/internal/faultserver"
+	"github.com/retrystack/retrystack/internal/testkit/faultserver"
 )
 
 // Every client the comparisons build, at its defaults and guarded, makes a

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrystack/retrystack/internal/faultserver"
-	"github.com/retrystack/retrystack/internal/presets"
+	"github.com/retrystack/retrystack/internal/testkit/faultserver"
+	"github.com/retrystack/retrystack/internal/testkit/presets"
 	"github.com/retrystack/retrystack/policy"
 )
 

@@ -8,12 +8,12 @@ import (
 	"github.com/failsafe-go/failsafe-go/timeout"
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/retrystack/retrystack"
-	"github.com/retrystack/retrystack/internal/overload"
+	"github.com/retrystack/retrystack/internal/testkit/overload"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/throttle"
 )
 
-// The metastable-failure experiment (internal/overload, the lab's
+// The metastable-failure experiment (internal/testkit/overload, the lab's
 // overload/ rows): a service of 150 workers of 150 ms (1 000 requests a
 // second), an open load of 600 operations a second from one client, a 1 s
 // trigger at 40 % capacity, attempts that time out after 500 ms.

@@ -15,7 +15,7 @@ import (
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/breaker"
 	"github.com/retrystack/retrystack/hedge"
-	"github.com/retrystack/retrystack/internal/faultserver"
+	"github.com/retrystack/retrystack/internal/testkit/faultserver"
 	"github.com/retrystack/retrystack/middleware"
 )
 

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/retrystack/retrystack/internal/inbound"
-	"github.com/retrystack/retrystack/internal/rttest"
+	"github.com/retrystack/retrystack/internal/testkit/rttest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

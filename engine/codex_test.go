@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrystack/retrystack/internal/presets"
+	"github.com/retrystack/retrystack/internal/testkit/presets"
 	"github.com/retrystack/retrystack/policy"
 )
 

@@ -16,9 +16,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack/crosslayer"
-	"github.com/retrystack/retrystack/internal/faultserver"
-	"github.com/retrystack/retrystack/internal/presets"
-	"github.com/retrystack/retrystack/internal/rttest"
+	"github.com/retrystack/retrystack/internal/testkit/faultserver"
+	"github.com/retrystack/retrystack/internal/testkit/presets"
+	"github.com/retrystack/retrystack/internal/testkit/rttest"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrystack/retrystack/internal/rttest"
+	"github.com/retrystack/retrystack/internal/testkit/rttest"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 )

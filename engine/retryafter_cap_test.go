@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/retrystack/retrystack/internal/presets"
+	"github.com/retrystack/retrystack/internal/testkit/presets"
 	"github.com/retrystack/retrystack/policy"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/hedge"
-	"github.com/retrystack/retrystack/internal/rttest"
+	"github.com/retrystack/retrystack/internal/testkit/rttest"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"go.uber.org/goleak"

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/retrystack/retrystack/idempotency"
-	"github.com/retrystack/retrystack/internal/storebench"
+	"github.com/retrystack/retrystack/internal/testkit/storebench"
 )
 
 // BenchmarkHandler measures the middleware with the in-memory store

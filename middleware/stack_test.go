@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack/internal/operation"
-	"github.com/retrystack/retrystack/internal/rttest"
+	"github.com/retrystack/retrystack/internal/testkit/rttest"
 	"github.com/retrystack/retrystack/middleware"
 )
 

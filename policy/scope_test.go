@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/retrystack/retrystack/internal/presets"
+	"github.com/retrystack/retrystack/internal/testkit/presets"
 	"github.com/retrystack/retrystack/policy"
 	"golang.org/x/net/http2"
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/retrystack/retrystack"
-	"github.com/retrystack/retrystack/internal/faultserver"
+	"github.com/retrystack/retrystack/internal/testkit/faultserver"
 	"github.com/retrystack/retrystack/telemetry"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/retrystack/retrystack/internal/rttest"
+	"github.com/retrystack/retrystack/internal/testkit/rttest"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/telemetry"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/internal/rttest"
+	"github.com/retrystack/retrystack/internal/testkit/rttest"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/throttle"

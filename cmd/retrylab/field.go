@@ -13,7 +13,7 @@ import (
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/internal/faultserver"
+	"github.com/retrystack/retrystack/internal/testkit/faultserver"
 )
 
 // fieldRows are faults of the field, met inside the SDKs and proxies the

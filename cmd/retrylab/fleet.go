@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/retrystack/retrystack/internal/overload"
+	"github.com/retrystack/retrystack/internal/testkit/overload"
 	"github.com/retrystack/retrystack/policy"
 )
 

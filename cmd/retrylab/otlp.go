@@ -5,7 +5,7 @@ package main
 import (
 	"context"
 
-	"github.com/retrystack/retrystack/internal/otlp"
+	"github.com/retrystack/retrystack/internal/testkit/otlp"
 	"go.opentelemetry.io/otel/trace"
 )
 

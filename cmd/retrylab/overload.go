@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/internal/overload"
+	"github.com/retrystack/retrystack/internal/testkit/overload"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/throttle"

@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/retrystack/retrystack/internal/faultserver"
-	"github.com/retrystack/retrystack/internal/presets"
+	"github.com/retrystack/retrystack/internal/testkit/faultserver"
+	"github.com/retrystack/retrystack/internal/testkit/presets"
 	"github.com/retrystack/retrystack/policy"
 )
 

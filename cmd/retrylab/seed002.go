@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/internal/presets"
+	"github.com/retrystack/retrystack/internal/testkit/presets"
 	"github.com/retrystack/retrystack/policy"
 )
 

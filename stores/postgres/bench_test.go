@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/retrystack/retrystack/idempotency"
-	"github.com/retrystack/retrystack/internal/storebench"
+	"github.com/retrystack/retrystack/internal/testkit/storebench"
 	"github.com/retrystack/retrystack/stores/postgres"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/retrystack/retrystack/idempotency"
-	"github.com/retrystack/retrystack/internal/crashtest"
+	"github.com/retrystack/retrystack/internal/testkit/crashtest"
 	"github.com/retrystack/retrystack/stores/postgres"
 )
 

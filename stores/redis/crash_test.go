@@ -10,7 +10,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/retrystack/retrystack/idempotency"
-	"github.com/retrystack/retrystack/internal/crashtest"
+	"github.com/retrystack/retrystack/internal/testkit/crashtest"
 	"github.com/retrystack/retrystack/stores/redis"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/retrystack/retrystack/bench"
-	"github.com/retrystack/retrystack/internal/overload"
+	"github.com/retrystack/retrystack/internal/testkit/overload"
 )
 
 // The fleet experiment's cells: clients and rates, each with a full budget

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/retrystack/retrystack/internal/otlp"
+	"github.com/retrystack/retrystack/internal/testkit/otlp"
 )
 
 // Spans reach an OTLP/HTTP endpoint when the provider is shut down.
