@@ -121,16 +121,20 @@ func TestSafeWritesEndToEnd(t *testing.T) {
 			hc.Delay, hc.Safe = time.Millisecond, policy.Idempotent
 			s.gate = s.served409
 		}, outcome{201, policy.StopSuccess, true, 1}, true},
+		// The first attempt times out whatever its timeout (its handler waits
+		// at a gate); the asks that follow are answered at once, and have
+		// 200 ms each: under load, 20 ms let an ask time out too, and the
+		// stop was attempts-exhausted.
 		{"attempt-timeout", func(s *writeService, p *policy.Policy, _ *hedge.Config, _ context.CancelFunc) {
-			p.AttemptTimeout, p.Timeout = 20*time.Millisecond, 10*time.Second
+			p.AttemptTimeout, p.Timeout = 200*time.Millisecond, 10*time.Second
 			s.gate = s.served409
 		}, outcome{201, policy.StopSuccess, true, 1}, false},
 		{"deadline-first", func(s *writeService, p *policy.Policy, _ *hedge.Config, _ context.CancelFunc) {
-			p.AttemptTimeout, p.Timeout = 20*time.Millisecond, time.Second // the first attempt times out well before the deadline
-			s.gate = make(chan struct{})                                   // released once the caller has its answer
+			p.AttemptTimeout, p.Timeout = 200*time.Millisecond, time.Second // the first attempt times out well before the deadline
+			s.gate = make(chan struct{})                                    // released once the caller has its answer
 		}, outcome{0, policy.StopKeyInFlight, false, 1}, false},
 		{"cancelled-while-asking", func(s *writeService, p *policy.Policy, _ *hedge.Config, cancel context.CancelFunc) {
-			p.AttemptTimeout, p.Timeout = 20*time.Millisecond, 10*time.Second
+			p.AttemptTimeout, p.Timeout = 200*time.Millisecond, 10*time.Second
 			s.gate = make(chan struct{})
 			s.on409 = cancel
 		}, outcome{0, policy.StopCancelled, false, 1}, false},
