@@ -3,9 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -150,6 +152,45 @@ func TestSucceedingRetriesKeepTheBudget(t *testing.T) {
 		rep, err := sendReport(t, c, "GET", srv.URL)
 		if err != nil || rep.Stop != policy.StopSuccess {
 			t.Fatalf("request %d: %v, stop %v; want each retried to success", i, err, rep.Stop)
+		}
+	}
+}
+
+// Asking again for a keyed request still in flight costs no budget, but
+// never becomes a loop: with a zero Backoff the asks wait 100 ms each.
+func TestPollsWaitEvenWithoutBackoff(t *testing.T) {
+	var asks atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asks.Add(1)
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusConflict)
+		io.WriteString(w, `{"type":"https://iana.org/assignments/http-problem-types#idempotency-key-in-flight","status":409}`)
+	}))
+	defer srv.Close()
+	p := policy.Default()
+	p.Backoff, p.Timeout = policy.Backoff{}, 300*time.Millisecond
+	e, err := New(Config{Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{t: time.Now()} // waits move it, not the wall clock
+	e.now, e.sleep = clk.now, clk.sleep
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: e.Layer().Wrap(tr)}
+	req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("order"))
+	req.Header.Set("Idempotency-Key", `"k-1"`)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if rep := ReportOf(resp); rep.Stop != policy.StopKeyInFlight || asks.Load() > 4 {
+		t.Fatalf("%d requests in 300 ms, stop %s; want at most 4 (an ask every 100 ms), key-in-flight", asks.Load(), rep.Stop)
+	}
+	for _, w := range clk.slept {
+		if w < minPollWait {
+			t.Fatalf("an ask again waited %v, want at least %v", w, minPollWait)
 		}
 	}
 }

@@ -426,9 +426,10 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 	}
 	// Asking again for a keyed request the server is still processing
 	// sends no work (the server answers from its store): within a
-	// deadline it is bounded by time and the backoff, not by the budget
-	// or MaxAttempts, so that a write that succeeded is not reported a
-	// conflict. MaxAttempts 1 still turns retries off.
+	// deadline it is bounded by time, not by the budget or MaxAttempts,
+	// so that a write that succeeded is not reported a conflict, and
+	// waits at least minPollWait, whatever the backoff (a zero Backoff
+	// would ask in a loop). MaxAttempts 1 still turns retries off.
 	_, bounded := l.op.Deadline()
 	poll := cause == protocol.CauseKeyInFlight && bounded && e.p.MaxAttempts > 1
 	if n >= e.p.MaxAttempts && !poll {
@@ -473,16 +474,24 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 			wait, fromHint = d, true
 		}
 	}
+	if poll && wait < minPollWait {
+		wait = minPollWait
+	}
 	if dl, ok := l.op.Deadline(); ok && wait > 0 && !e.now().Add(wait).Before(dl) {
 		return policy.StopWaitExceedsBudget, 0, false // a wait that cannot finish is not started
 	}
 	// Last: the budget pays only for a retry that will be sent.
-	if e.p.Budget != nil && !poll && !l.withdraw(err) {
+	if e.p.Budget != nil && !poll && !l.withdraw(info, err) {
 		l.pitfall(PitfallBudgetExhausted)
 		return policy.StopBudgetExhausted, 0, false
 	}
 	return "", wait, fromHint
 }
+
+// minPollWait is the least wait before asking again for a keyed request
+// the server is still processing: such asks are bounded by the deadline,
+// not by the budget, and must not be a loop.
+const minPollWait = 100 * time.Millisecond
 
 // afterTimeout is a Budget that pays for the retry of an attempt that
 // timed out apart from others (policy.NewEarnedBudget's).
@@ -499,10 +508,13 @@ type refunder interface{ Refund() }
 // nothing, and the budget nothing; an
 // unkeyed attempt that timed out may still be running there, and a budget
 // that prices that apart is asked so.
-func (l *loop[T]) withdraw(err error) bool {
+func (l *loop[T]) withdraw(info attemptInfo, err error) bool {
 	b := l.e.p.Budget
-	if err != nil && (isDial(err) || policy.KindOf(err) == policy.ErrorRefusedStream) {
-		return true // known unsent; not merely unseen, as through a transport that reports nothing
+	if err != nil && info.hedges == 0 && (isDial(err) || policy.KindOf(err) == policy.ErrorRefusedStream) {
+		// Known unsent; not merely unseen, as through a transport that
+		// reports nothing. Under a hedge the error is the last send's,
+		// and an earlier one may have reached the server: it pays.
+		return true
 	}
 	if t, ok := b.(afterTimeout); ok && err != nil && !l.f.keyed {
 		if stop, _ := l.d.stopFor(); stop == policy.StopAttemptTimeout {

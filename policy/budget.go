@@ -214,33 +214,39 @@ const unit = 1_000_000
 //     budget starts full: a client that has just started can retry, and
 //     no client has a large stock to spend at once when a service slows
 //     down. Nothing refills with time.
+//   - A retry paid from the stock that succeeds is paid back: it turned a
+//     failure into a success. Retries that fail are not; a client whose
+//     retries succeed may thus retry more than ratio of its successes,
+//     one whose retries fail stops after its stock.
 //   - A retry after an attempt that timed out (the server may still be
 //     working on it: a retry doubles the work of a service that is
 //     already slow) is paid for from the credit earned in the last second
-//     alone, not from the stock, four times over: the timeout spends two
-//     retries' worth whether it is retried or not, and its retry two
-//     more. A client that had fewer than 20 successes in the last second
-//     does not retry its timeouts, a fleet of small clients adds no load
-//     to an overloaded service, and a client whose attempts start to time
-//     out soon stops retrying them. Keyed requests (an Idempotency-Key) are exempt
-//     from that rule: a server that honours the key does not do the work
-//     twice.
+//     alone, not from the stock, four times over: a timeout the engine
+//     would retry spends two retries' worth whether the retry is made or
+//     not, and the retry two more. At ratio 0.2 a client that had fewer
+//     than 20 successes in the last second does not retry its timeouts,
+//     a fleet of small clients adds no load to an overloaded service, and
+//     a client whose attempts start to time out soon stops retrying them.
+//     Keyed requests (an Idempotency-Key) are exempt from that rule: a
+//     server that honours the key does not do the work twice. A timeout
+//     is Policy.AttemptTimeout's; a transport's own (a dial or
+//     response-header timeout) and a 504 are paid from the stock.
 //
 // The engine does not charge a budget for resending an attempt that never
-// reached the server (a refused connection, a stale keep-alive
-// connection, a GOAWAY): it cost the server nothing.
+// reached the server (a failed dial, a refused HTTP/2 stream; not under a
+// hedge, whose error may be a later send's): it cost the server nothing.
 //
 // ratio must be above 0 and at most 1 (a budget that earns nothing never
 // allows a retry; one that earns more than a retry per success allows
-// retries to double the load); burst between 1 and 1000. Other values are
+// more retries than successes); burst between 1 and 1000. Other values are
 // a *ConfigError. The budget is safe for concurrent use and does not
 // allocate.
 func NewEarnedBudget(ratio float64, burst int) (Budget, error) {
 	switch {
 	case !(ratio >= minBudgetRatio && ratio <= 1): // also rejects NaN
-		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be between 1e-6 and 1: a budget that earns nothing never allows a retry, and more than one retry per success could double the load"}
+		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be between 1e-6 and 1 (Default's: 0.2): a budget that earns nothing never allows a retry, and more than one retry per success allows more retries than successes"}
 	case burst < 1 || burst > 1000:
-		return nil, &ConfigError{Field: "Budget.Burst", Value: burst, Reason: "must be between 1 and 1000: a stock below one retry never allows one"}
+		return nil, &ConfigError{Field: "Budget.Burst", Value: burst, Reason: "must be between 1 and 1000 (Default's: 2): a stock below one retry never allows one"}
 	}
 	return newEarnedBudget(ratio, burst), nil
 }

@@ -13,9 +13,10 @@ import (
 // reset honoured (never shortened, at most a minute), and holding back the
 // other requests to that host until then; a budget of retries earned only
 // by the client's own successes ([NewEarnedBudget](0.2, 2): one retry per
-// five successes, at most two at once, a timeout's retry only from the
-// last second's successes), new with each call, so that a fleet of
-// clients retries no more than its successes pay for (docs/fleet.md).
+// five successes, a retry that succeeds paid back, at most two at once, a
+// timeout's retry only from the last second's successes), new with each
+// call, so that a fleet of clients retries no more than its successes pay
+// for (docs/fleet.md).
 func Default() Policy {
 	return Policy{
 		Name:        "default",

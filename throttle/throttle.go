@@ -35,7 +35,8 @@ type Config struct {
 	// MaxHosts bounds the hosts remembered: 0 means 10 000. Past it,
 	// hosts with nothing in the window are forgotten first.
 	MaxHosts int
-	// Now is the clock; nil: time.Now.
+	// Now is the clock; nil: the monotonic clock. A clock that jumps
+	// changes no decision for longer than the window.
 	Now func() time.Time
 	// Rand returns a number in [0, 1) for each decision; nil: math/rand/v2.
 	Rand func() float64
@@ -52,7 +53,7 @@ func Layer(cfg Config) middleware.Layer {
 	case cfg.K != 0 && (cfg.K < 1 || math.IsNaN(cfg.K) || math.IsInf(cfg.K, 0)):
 		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "throttle.Config.K", Value: cfg.K, Reason: "must be at least 1 (0: the default, 2)"}}
 	case cfg.Window < 0 || (cfg.Window > 0 && cfg.Window < time.Second):
-		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "throttle.Config.Window", Value: cfg.Window, Reason: "must be 0 (the default, 2m) or at least 1s: a shorter window seldom holds the 10 requests a host is judged on, and never refuses"}}
+		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "throttle.Config.Window", Value: cfg.Window, Reason: "must be 0 (the default, 2m) or at least 1s: a shorter window holds the 10 requests a host is judged on only at hundreds of requests a second"}}
 	case cfg.MaxHosts < 0:
 		return middleware.Layer{Name: "throttle", Err: &policy.ConfigError{Field: "throttle.Config.MaxHosts", Value: cfg.MaxHosts, Reason: "must not be negative (0: the default, 10 000)"}}
 	}
@@ -69,7 +70,10 @@ func Layer(cfg Config) middleware.Layer {
 		cfg.MaxHosts = 10_000
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		// The wall clock's time, moved on by the monotonic clock: an NTP
+		// step or a resumed VM does not move the window.
+		start := time.Now()
+		cfg.Now = func() time.Time { return start.Add(time.Since(start)) }
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64
@@ -100,6 +104,8 @@ type throttle struct {
 // lock (an accept path of atomic adds). At a bucket's turn a count made
 // by a racing request may be lost: the probability is an estimate.
 type host struct {
+	latest atomic.Int64 // the latest period a request started in
+
 	tick [buckets]atomic.Int64 // the bucket's period (time / width); a bucket of another period is empty
 	reqs [buckets]atomic.Int64 // sent and finished
 	accs [buckets]atomic.Int64
@@ -142,6 +148,23 @@ func (h *host) turn(i int, p int64) bool {
 			h.accs[i].Store(0)
 			h.refs[i].Store(0)
 			return true
+		}
+	}
+}
+
+// at notes that a request starts at period p. A period a window or more
+// before the latest means the clock went back: the window is emptied
+// (what it holds is no guide now, and until the clock caught up its
+// buckets would look newer than every request), so that a jump changes
+// no decision for longer than a window.
+func (h *host) at(p int64) {
+	l := h.latest.Load()
+	switch {
+	case p > l:
+		h.latest.CompareAndSwap(l, p)
+	case l-p >= buckets && h.latest.CompareAndSwap(l, p):
+		for i := range h.tick {
+			h.tick[i].Store(math.MinInt64)
 		}
 	}
 }
@@ -239,6 +262,7 @@ func (th *throttle) host(key string, p int64) *host {
 		})
 	}
 	h := &host{}
+	h.latest.Store(math.MinInt64)
 	for i := range h.tick {
 		h.tick[i].Store(math.MinInt64) // empty
 	}
@@ -259,6 +283,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	key := wire.HostKey(req.URL)
 	p := th.period(th.cfg.Now())
 	h := th.host(key, p)
+	h.at(p)
 	if prob := h.probability(p, th.cfg.K); prob > 0 {
 		op, _ := middleware.OperationOf(req.Context())
 		if op.Attempt() > 1 || th.cfg.Rand() < prob {

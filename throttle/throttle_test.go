@@ -404,3 +404,29 @@ func TestRecoversWithinAWindow(t *testing.T) {
 		t.Errorf("the last refusal came %v after the host recovered; want within the window (2m0s)", d)
 	}
 }
+
+// A clock that jumps back or forward by hours changes no decision for
+// longer than the window: a host that rejects everything is throttled
+// again within a window of the jump.
+func TestClockJumps(t *testing.T) {
+	for _, jump := range []time.Duration{-time.Hour, time.Hour} {
+		c := &clock{now: time.Unix(1_800_000_000, 0)}
+		var sent int
+		rt := throttle.Layer(throttle.Config{Now: c.Now, Rand: func() float64 { return 0.5 }}).
+			Wrap(answering(func() int { sent++; return 503 }))
+		run := func(d time.Duration) int { // at 10 requests a second; how many were sent
+			before := sent
+			for range int(d / (100 * time.Millisecond)) {
+				get(t, rt)
+				c.add(100 * time.Millisecond)
+			}
+			return sent - before
+		}
+		run(130 * time.Second) // a full window of rejections
+		c.add(jump)
+		run(2 * time.Minute) // a window after the jump
+		if n := run(time.Minute); n > 60 {
+			t.Errorf("jump %v: a window after it, %d of 600 requests sent to a host that rejects everything", jump, n)
+		}
+	}
+}

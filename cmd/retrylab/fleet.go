@@ -20,12 +20,11 @@ import (
 // trigger's first half second, before any attempt can time out, it ages
 // that credit out of the last second, where a timeout's retry would find
 // it: compressed, it is all one instant), the 1 s trigger, only as long
-// after it as the row's limit needs, and grace for the last operations to
-// finish: 300 ms at 600 a second, an attempt's timeout at 900, where the
-// queue stays long after it stops growing (a cut operation counts as
-// failed: a short grace can only make a row look worse). The bench
-// module's compare -run fleet runs 10 s after, and the peers beside.
-func fleetRun(t *trial, clients int, rate float64, after, grace time.Duration) {
+// after it as the row's limit needs (a recovery later than the run reads
+// as never: the rows can only look worse for it), and an attempt's
+// timeout for the last operations to finish. The bench module's compare
+// -run fleet runs 10 s after, and the peers beside.
+func fleetRun(t *trial, clients int, rate float64, after time.Duration) {
 	svc := overload.NewService(workers, serviceTime)
 	defer svc.Close()
 	fleet := make([]http.RoundTripper, clients)
@@ -39,7 +38,7 @@ func fleetRun(t *trial, clients int, rate float64, after, grace time.Duration) {
 	}
 	e := overload.Experiment{
 		Rate: rate, Warmup: 500 * time.Millisecond, Trigger: time.Second, After: after,
-		TriggerCapacity: 0.4, Grace: grace, Credit: 10 * time.Second,
+		TriggerCapacity: 0.4, Grace: attemptTime, Credit: 10 * time.Second,
 	}
 	r := e.Run(overload.Fleet(fleet), svc)
 	t.extra["recovered_ms"] = "10000"
@@ -51,39 +50,39 @@ func fleetRun(t *trial, clients int, rate float64, after, grace time.Duration) {
 
 func withAttemptTimeout(p *policy.Policy) { p.AttemptTimeout = attemptTime }
 
-const fleetSetup = "; compressed: each client's 10 s of warm-up is sent back to back before the run, answered at once, then 500 ms of warm-up, the 1 s trigger and %s after it (and %s for the last operations to finish); requests_per_op counts from the trigger's start to the run's end"
+const fleetSetup = "; compressed: each client's 10 s of warm-up is sent back to back before the run, answered at once, then 500 ms of warm-up, the 1 s trigger and %s after it (and 500 ms for the last operations to finish); requests_per_op counts from the trigger's start to the run's end"
 
 var fleetRows = []scenario{
 	{
 		id:     "fleet/defaults-1-client",
 		alone:  true,
-		setup:  "one client with policy.Default() (AttemptTimeout 500 ms), an open load of 600 operations a second against the overload/ rows' service (1 000 a second); a trigger drops capacity to 40 % for 1 s; the client has run a full budget window before the trigger. recovered_ms: from the trigger's end to the first 100 ms from which goodput stays at 90 % of the goodput before (10000: never)" + fmt.Sprintf(fleetSetup, "1.1 s", "300 ms"),
+		setup:  "one client with policy.Default() (AttemptTimeout 500 ms), an open load of 600 operations a second against the overload/ rows' service (1 000 a second); a trigger drops capacity to 40 % for 1 s; the client has run a full budget window before the trigger. recovered_ms: from the trigger's end to the first 100 ms from which goodput stays at 90 % of the goodput before (10000: never)" + fmt.Sprintf(fleetSetup, "1 s"),
 		preset: "default", tune: withAttemptTimeout,
-		run:  func(t *trial) { fleetRun(t, 1, 600, 1100*time.Millisecond, 300*time.Millisecond) },
+		run:  func(t *trial) { fleetRun(t, 1, 600, time.Second) },
 		want: expect{"-", "-", "-", "recovered_ms_under=1000"},
 	},
 	{
 		id:     "fleet/defaults-100-clients",
 		alone:  true,
-		setup:  "the same load (600 a second) split evenly over 100 independent clients, each with its own policy.Default() and its own budget" + fmt.Sprintf(fleetSetup, "1.1 s", "300 ms"),
+		setup:  "the same load (600 a second) split evenly over 100 independent clients, each with its own policy.Default() and its own budget" + fmt.Sprintf(fleetSetup, "1 s"),
 		preset: "default", tune: withAttemptTimeout,
-		run:  func(t *trial) { fleetRun(t, 100, 600, 1100*time.Millisecond, 300*time.Millisecond) },
+		run:  func(t *trial) { fleetRun(t, 100, 600, time.Second) },
 		want: expect{"-", "-", "-", "recovered_ms_under=1000;requests_per_op_under=1.3"},
 	},
 	{
 		id:     "fleet/defaults-1000-clients",
 		alone:  true,
-		setup:  "the same with 1 000 clients of 0.6 operations a second each" + fmt.Sprintf(fleetSetup, "1.1 s", "300 ms"),
+		setup:  "the same with 1 000 clients of 0.6 operations a second each" + fmt.Sprintf(fleetSetup, "1 s"),
 		preset: "default", tune: withAttemptTimeout,
-		run:  func(t *trial) { fleetRun(t, 1000, 600, 1100*time.Millisecond, 300*time.Millisecond) },
+		run:  func(t *trial) { fleetRun(t, 1000, 600, time.Second) },
 		want: expect{"-", "-", "-", "recovered_ms_under=1000;requests_per_op_under=1.3"},
 	},
 	{
 		id:     "fleet/defaults-100-clients-900",
 		alone:  true,
-		setup:  "100 clients with policy.Default() sharing 900 operations a second (spare capacity 100 a second); a fleet that never retries recovers in about 2.5 s here" + fmt.Sprintf(fleetSetup, "3.1 s", "500 ms"),
+		setup:  "100 clients with policy.Default() sharing 900 operations a second (spare capacity 100 a second); a fleet that never retries recovers in about 2.5 s here" + fmt.Sprintf(fleetSetup, "3.1 s"),
 		preset: "default", tune: withAttemptTimeout,
-		run:  func(t *trial) { fleetRun(t, 100, 900, 3100*time.Millisecond, attemptTime) },
+		run:  func(t *trial) { fleetRun(t, 100, 900, 3100*time.Millisecond) },
 		want: expect{"-", "-", "-", "recovered_ms_under=3000"},
 	},
 	{
