@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/retrystack/retrystack/internal/testkit/faultserver"
-	"github.com/retrystack/retrystack/internal/testkit/presets"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -250,9 +249,10 @@ func decide(b *testing.B, a policy.Attempt) {
 	}
 }
 
-// Budget measures the shared budget under parallel deposits and withdrawals.
+// Budget measures policy.Default()'s budget under parallel deposits and
+// withdrawals.
 func Budget(b *testing.B) {
-	budget := presets.Budget(10*time.Second, 10, 0.2)
+	budget := policy.Default().Budget // the earned budget
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for i := 0; pb.Next(); i++ {

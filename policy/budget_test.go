@@ -161,19 +161,25 @@ func TestNewBudgetRejects(t *testing.T) {
 }
 
 func BenchmarkBudgetParallel(b *testing.B) {
-	budget := newTPSBudget(10*time.Second, 10, 0.2)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		n := 0
-		for pb.Next() {
-			if n%5 == 0 {
-				budget.Withdraw()
-			} else {
-				budget.Deposit()
-			}
-			n++
-		}
-	})
+	for _, bb := range []struct {
+		name   string
+		budget Budget
+	}{{"tps", newTPSBudget(10*time.Second, 10, 0.2)}, {"earned", newEarnedBudget(0.2, 2)}} {
+		b.Run(bb.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				n := 0
+				for pb.Next() {
+					if n%5 == 0 {
+						bb.budget.Withdraw()
+					} else {
+						bb.budget.Deposit()
+					}
+					n++
+				}
+			})
+		})
+	}
 }
 
 // A ratio too small for the arithmetic is refused: it would overflow the
@@ -396,20 +402,4 @@ func TestNewEarnedBudgetRejects(t *testing.T) {
 	if _, err := NewEarnedBudget(1, 1000); err != nil {
 		t.Errorf("the widest budget: %v", err)
 	}
-}
-
-func BenchmarkEarnedBudgetParallel(b *testing.B) {
-	budget := newEarnedBudget(0.2, 2)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		n := 0
-		for pb.Next() {
-			if n%5 == 0 {
-				budget.Withdraw()
-			} else {
-				budget.Deposit()
-			}
-			n++
-		}
-	})
 }
