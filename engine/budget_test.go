@@ -194,3 +194,30 @@ func TestPollsWaitEvenWithoutBackoff(t *testing.T) {
 		}
 	}
 }
+
+// An ask for a keyed request in flight that times out is asked again
+// within the deadline, as a 409 is: it sent no work. Under load an ask
+// can take longer than AttemptTimeout, and the write that succeeded was
+// reported attempts-exhausted.
+func TestAskThatTimesOutIsAskedAgain(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch n.Add(1) {
+		case 1, 3: // the write itself, then an ask the server is slow to answer
+			<-r.Context().Done()
+		case 2:
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusConflict)
+			io.WriteString(w, `{"type":"https://iana.org/assignments/http-problem-types#idempotency-key-in-flight","status":409}`)
+		default:
+			w.Header().Set("Idempotent-Replayed", "true")
+			w.WriteHeader(http.StatusCreated)
+		}
+	}))
+	defer srv.Close()
+	c := budgetClient(t, func(p *policy.Policy) { p.AttemptTimeout, p.Timeout = 50*time.Millisecond, 10*time.Second })
+	rep, err := sendReport(t, c, "POST", srv.URL, "Idempotency-Key", `"k-1"`)
+	if err != nil || rep.Stop != policy.StopSuccess || n.Load() != 4 {
+		t.Fatalf("%v, stop %v, %d requests; want the timed-out ask asked again, success after 4", err, rep, n.Load())
+	}
+}

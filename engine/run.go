@@ -159,6 +159,7 @@ type loop[T any] struct {
 	holding  bool          // held is set
 	returned bool          // the loop returned: nothing left to release
 	polled   bool          // the last retry asks again for a keyed request in flight
+	asking   bool          // the retry plan makes is such an ask (set by plan)
 	bodyErr  error         // why the body could not be sent again, when that stopped the retries
 	refund   refunder      // the budget that paid for the last retry, if it pays back one that succeeds
 }
@@ -210,10 +211,11 @@ func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts, r
 		}
 		v, info, dec, err := l.attempt(n)
 		stop, wait, fromHint := dec.Stop, time.Duration(0), false
+		l.asking = false
 		if dec.Retry {
 			stop, wait, fromHint = l.plan(n, info, err, dec.Cause)
 		}
-		polling := dec.Retry && dec.Cause == protocol.CauseKeyInFlight
+		polling := dec.Retry && (dec.Cause == protocol.CauseKeyInFlight || l.asking)
 		if stop != "" {
 			return l.finish(l.inFlight(stop, polling), v, err, dec)
 		}
@@ -429,9 +431,12 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 	// deadline it is bounded by time, not by the budget or MaxAttempts,
 	// so that a write that succeeded is not reported a conflict, and
 	// waits at least minPollWait, whatever the backoff (a zero Backoff
-	// would ask in a loop). MaxAttempts 1 still turns retries off.
+	// would ask in a loop). An ask that failed (it timed out, its
+	// connection broke) is asked again the same way: it sent no work
+	// either. MaxAttempts 1 still turns retries off.
 	_, bounded := l.op.Deadline()
-	poll := cause == protocol.CauseKeyInFlight && bounded && e.p.MaxAttempts > 1
+	poll := (cause == protocol.CauseKeyInFlight || (l.polled && l.f.keyed && err != nil)) && bounded && e.p.MaxAttempts > 1
+	l.asking = poll
 	if n >= e.p.MaxAttempts && !poll {
 		return policy.StopAttemptsExhausted, 0, false
 	}
