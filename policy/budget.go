@@ -197,7 +197,8 @@ type earnedBudget struct {
 	stock atomic.Int64 // credit for retries after fast failures
 
 	// recent is credit earned in the last second, for retries after an
-	// attempt that timed out; withdrawn two units at a time.
+	// attempt that timed out: four retries' worth a retry (two when the
+	// retry is refused).
 	recent *tpsBudget
 }
 
