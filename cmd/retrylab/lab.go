@@ -360,11 +360,21 @@ func runOne(ctx context.Context, srv *faultserver.Server, tel *telemetry.Telemet
 	if err != nil {
 		return row{}, err
 	}
+	transport := &http.Transport{}
 	t.count = func() int {
 		// A client that gave up may leave the server still reading the
 		// request; count once it is done (or has been busy too long).
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		srv.WaitIdle(ctx)
+		if srv.WaitIdle(ctx) != nil {
+			// Busy that long: most likely a connection the transport
+			// dialed for a send cancelled before it was written (a
+			// hedge's), kept idle and silent, which the server waits on.
+			// Close it, or every later count of the row waits too.
+			transport.CloseIdleConnections()
+			ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
+			srv.WaitIdle(ctx2)
+			cancel2()
+		}
 		cancel()
 		n := 0
 		for _, e := range srv.Log() {
@@ -374,7 +384,6 @@ func runOne(ctx context.Context, srv *faultserver.Server, tel *telemetry.Telemet
 		}
 		return n
 	}
-	transport := &http.Transport{}
 	if sc.h2 != nil {
 		h2, err := faultserver.NewH2(faultserver.H2Config{Faults: sc.h2})
 		if err != nil {
