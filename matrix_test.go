@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/retrystack/retrystack/breaker"
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/hedge"
+	"github.com/retrystack/retrystack/internal/testkit/rttest"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"go.uber.org/goleak"
@@ -60,9 +60,7 @@ type cellServer struct {
 	seen, cancelled      atomic.Int32
 	arrived, ended       chan struct{}
 
-	mu      sync.Mutex
-	open    int
-	changed chan struct{}
+	rttest.Conns // the server's open connections
 }
 
 func (s *cellServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -78,53 +76,11 @@ func (s *cellServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ok"))
 }
 
-func (s *cellServer) connState(_ net.Conn, st http.ConnState) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch st {
-	case http.StateNew:
-		s.open++
-	case http.StateClosed, http.StateHijacked:
-		s.open--
-	}
-	select {
-	case s.changed <- struct{}{}:
-	default:
-	}
-}
-
-// waitClosed lets the client's idle connections go until the server has
-// none open; the deadline only bounds a failure. (An HTTP/2 connection
-// that had a stream cancelled is not idle until the server answers the
-// PING net/http sends after the reset, so one call may not be enough.)
-func (s *cellServer) waitClosed(t *testing.T, closeIdle func()) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		closeIdle()
-		s.mu.Lock()
-		open := s.open
-		s.mu.Unlock()
-		if open == 0 {
-			return
-		}
-		select {
-		case <-s.changed:
-		case <-tick.C:
-		case <-deadline:
-			t.Errorf("%d connections left open at the server", open)
-			return
-		}
-	}
-}
-
 func runCell(t *testing.T, c cell) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	srv := &cellServer{arrived: make(chan struct{}, 64), ended: make(chan struct{}, 64), changed: make(chan struct{}, 1)}
+	srv := &cellServer{arrived: make(chan struct{}, 64), ended: make(chan struct{}, 64)}
 	ts := httptest.NewUnstartedServer(srv)
-	ts.Config.ConnState = srv.connState
+	ts.Config.ConnState = srv.ConnState
 	tr := &http.Transport{}
 	if c.proto == "h2c" {
 		ts.Config.Protocols = new(http.Protocols)
@@ -292,7 +248,7 @@ func runCell(t *testing.T, c cell) {
 		t.Errorf("circuit %v after the follow-up, want closed", s)
 	}
 	// No connection left once the client lets its idle ones go.
-	srv.waitClosed(t, tr.CloseIdleConnections)
+	srv.WaitClosed(t, tr.CloseIdleConnections)
 }
 
 // stalled is how many of the cell's requests the server holds until they

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -18,6 +16,7 @@ import (
 	"github.com/retrystack/retrystack/chaos"
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/hedge"
+	"github.com/retrystack/retrystack/internal/testkit/rttest"
 	"github.com/retrystack/retrystack/middleware"
 	"go.uber.org/goleak"
 )
@@ -44,9 +43,7 @@ func TestChaosInEveryPosition(t *testing.T) {
 type chaosServer struct {
 	seen atomic.Int32
 
-	mu      sync.Mutex
-	open    int
-	changed chan struct{}
+	rttest.Conns // the server's open connections
 }
 
 func (s *chaosServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -55,49 +52,11 @@ func (s *chaosServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "hello world")
 }
 
-func (s *chaosServer) connState(_ net.Conn, st http.ConnState) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch st {
-	case http.StateNew:
-		s.open++
-	case http.StateClosed, http.StateHijacked:
-		s.open--
-	}
-	select {
-	case s.changed <- struct{}{}:
-	default:
-	}
-}
-
-func (s *chaosServer) waitClosed(t *testing.T, closeIdle func()) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		closeIdle()
-		s.mu.Lock()
-		open := s.open
-		s.mu.Unlock()
-		if open == 0 {
-			return
-		}
-		select {
-		case <-s.changed:
-		case <-tick.C:
-		case <-deadline:
-			t.Errorf("%d connections left open at the server", open)
-			return
-		}
-	}
-}
-
 func runChaosCell(t *testing.T, proto, pos, kind string) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	srv := &chaosServer{changed: make(chan struct{}, 1)}
+	srv := &chaosServer{}
 	ts := httptest.NewUnstartedServer(srv)
-	ts.Config.ConnState = srv.connState
+	ts.Config.ConnState = srv.ConnState
 	tr := &http.Transport{}
 	if proto == "h2c" {
 		ts.Config.Protocols = new(http.Protocols)
@@ -167,7 +126,7 @@ func runChaosCell(t *testing.T, proto, pos, kind string) {
 		t.Fatal(err)
 	}
 	client := &http.Client{Transport: s.Then(tr)}
-	defer srv.waitClosed(t, client.CloseIdleConnections)
+	defer srv.WaitClosed(t, client.CloseIdleConnections)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

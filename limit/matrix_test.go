@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/hedge"
 	"github.com/retrystack/retrystack/idempotency"
+	"github.com/retrystack/retrystack/internal/testkit/rttest"
 	"github.com/retrystack/retrystack/limit"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -68,9 +68,7 @@ type limitServer struct {
 	release        chan struct{}
 	paced          atomic.Bool // the first request gets a 429 asking for a short wait
 
-	mu      sync.Mutex
-	open    int
-	changed chan struct{}
+	rttest.Conns // the server's open connections
 }
 
 func (s *limitServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -105,53 +103,15 @@ func (s *limitServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "ok")
 }
 
-func (s *limitServer) connState(_ net.Conn, st http.ConnState) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch st {
-	case http.StateNew:
-		s.open++
-	case http.StateClosed, http.StateHijacked:
-		s.open--
-	}
-	select {
-	case s.changed <- struct{}{}:
-	default:
-	}
-}
-
-func (s *limitServer) waitClosed(t *testing.T, closeIdle func()) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		closeIdle()
-		s.mu.Lock()
-		open := s.open
-		s.mu.Unlock()
-		if open == 0 {
-			return
-		}
-		select {
-		case <-s.changed:
-		case <-tick.C:
-		case <-deadline:
-			t.Errorf("%d connections left open at the server", open)
-			return
-		}
-	}
-}
-
 func runLimitCell(t *testing.T, proto, partner, fault string) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	srv := &limitServer{arrived: make(chan struct{}, 64), release: make(chan struct{}), changed: make(chan struct{}, 1)}
+	srv := &limitServer{arrived: make(chan struct{}, 64), release: make(chan struct{})}
 	var h http.Handler = srv
 	if partner == "keys" {
 		h = idempotency.Handler(srv, idempotency.Config{})
 	}
 	ts := httptest.NewUnstartedServer(h)
-	ts.Config.ConnState = srv.connState
+	ts.Config.ConnState = srv.ConnState
 	tr := &http.Transport{}
 	if proto == "h2c" {
 		ts.Config.Protocols = new(http.Protocols)
@@ -216,7 +176,7 @@ func runLimitCell(t *testing.T, proto, partner, fault string) {
 		t.Fatal(err)
 	}
 	client := &http.Client{Transport: s.Then(tr)}
-	defer srv.waitClosed(t, client.CloseIdleConnections)
+	defer srv.WaitClosed(t, client.CloseIdleConnections)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -1,0 +1,71 @@
+package rttest
+
+import (
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Conns counts a test server's open connections: set its ConnState as
+// the server's http.Server.ConnState. The zero Conns is ready to use.
+type Conns struct {
+	mu      sync.Mutex
+	open    int
+	changed chan struct{} // made on first use: a wake-up for WaitClosed
+}
+
+func (c *Conns) wake() chan struct{} {
+	if c.changed == nil {
+		c.changed = make(chan struct{}, 1)
+	}
+	return c.changed
+}
+
+// ConnState counts st for conn.
+func (c *Conns) ConnState(_ net.Conn, st http.ConnState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch st {
+	case http.StateNew:
+		c.open++
+	case http.StateClosed, http.StateHijacked:
+		c.open--
+	}
+	select {
+	case c.wake() <- struct{}{}:
+	default:
+	}
+}
+
+// WaitClosed lets the client's idle connections go (closeIdle) until the
+// server has none open; the deadline only bounds a failure. (An HTTP/2
+// connection that had a stream cancelled is not idle until the server
+// answers the PING net/http sends after the reset, so one call may not be
+// enough.)
+func (c *Conns) WaitClosed(t *testing.T, closeIdle func()) {
+	t.Helper()
+	c.mu.Lock()
+	changed := c.wake()
+	c.mu.Unlock()
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		closeIdle()
+		c.mu.Lock()
+		open := c.open
+		c.mu.Unlock()
+		if open == 0 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-deadline:
+			t.Errorf("%d connections left open at the server", open)
+			return
+		}
+	}
+}
