@@ -124,15 +124,25 @@ func FleetExperiment(rate float64, credit bool) overload.Experiment {
 func Fleet(lib Overloader, n int, e overload.Experiment) (overload.Result, error) {
 	svc := overload.NewService(metaWorkers, metaService)
 	defer svc.Close()
+	clients, err := fleetOf(lib, n, svc)
+	if err != nil {
+		return overload.Result{}, err
+	}
+	return e.Run(overload.Fleet(clients), svc), nil
+}
+
+// fleetOf builds n clients of lib over svc, each as a process of its own
+// would.
+func fleetOf(lib Overloader, n int, svc http.RoundTripper) ([]http.RoundTripper, error) {
 	clients := make([]http.RoundTripper, n)
 	for i := range clients {
 		rt, err := lib.New(svc, metaAttempt)
 		if err != nil {
-			return overload.Result{}, err
+			return nil, err
 		}
 		clients[i] = rt
 	}
-	return e.Run(overload.Fleet(clients), svc), nil
+	return clients, nil
 }
 
 // FleetLibs are the clients of the fleet experiment: the overload
@@ -156,14 +166,9 @@ var FleetLibs = append([]Overloader{{"retrystack, tower's budget (before)", func
 // operations back to back: compressed time). It returns the share of the
 // measured operations that ended 200.
 func SmallClients(lib Overloader, n, warm, ops int, fail float64, seed uint64) (float64, error) {
-	svc := overload.Flaky(fail, seed)
-	clients := make([]http.RoundTripper, n)
-	for i := range clients {
-		rt, err := lib.New(svc, metaAttempt)
-		if err != nil {
-			return 0, err
-		}
-		clients[i] = rt
+	clients, err := fleetOf(lib, n, overload.Flaky(fail, seed))
+	if err != nil {
+		return 0, err
 	}
 	return overload.Healthy(clients, warm, ops), nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/retrystack/retrystack/internal/testkit/overload"
@@ -27,14 +28,9 @@ import (
 func fleetRun(t *trial, clients int, rate float64, after time.Duration) {
 	svc := overload.NewService(workers, serviceTime)
 	defer svc.Close()
-	fleet := make([]http.RoundTripper, clients)
-	for i := range fleet {
-		rt, err := t.over(svc)
-		if err != nil {
-			t.fail(err)
-			return
-		}
-		fleet[i] = rt
+	fleet, ok := t.fleet(clients, svc)
+	if !ok {
+		return
 	}
 	e := overload.Experiment{
 		Rate: rate, Warmup: 500 * time.Millisecond, Trigger: time.Second, After: after,
@@ -48,57 +44,51 @@ func fleetRun(t *trial, clients int, rate float64, after time.Duration) {
 	t.extra["requests_per_op"] = fmt.Sprintf("%.2f", r.Incident)
 }
 
-func withAttemptTimeout(p *policy.Policy) { p.AttemptTimeout = attemptTime }
+// fleet builds n clients of the row over base, each as a process of its
+// own would; false (the row marked as not run) if one cannot be built.
+func (t *trial) fleet(n int, base http.RoundTripper) ([]http.RoundTripper, bool) {
+	fleet := make([]http.RoundTripper, n)
+	for i := range fleet {
+		rt, err := t.over(base)
+		if err != nil {
+			t.fail(err)
+			return nil, false
+		}
+		fleet[i] = rt
+	}
+	return fleet, true
+}
+
+// fleetRow is a row of the fleet experiment: clients sharing rate
+// operations a second, run for after the trigger.
+func fleetRow(id, setup string, clients int, rate float64, after time.Duration, limits string) scenario {
+	return scenario{
+		id: id, alone: true, setup: setup + fmt.Sprintf(fleetSetup, strings.TrimSuffix(after.String(), "s")+" s"),
+		preset: "default", tune: func(p *policy.Policy) { p.AttemptTimeout = attemptTime },
+		run:  func(t *trial) { fleetRun(t, clients, rate, after) },
+		want: expect{"-", "-", "-", limits},
+	}
+}
 
 const fleetSetup = "; compressed: each client's 10 s of warm-up is sent back to back before the run, answered at once, then 500 ms of warm-up, the 1 s trigger and %s after it (and 500 ms for the last operations to finish); requests_per_op counts from the trigger's start to the run's end"
 
 var fleetRows = []scenario{
-	{
-		id:     "fleet/defaults-1-client",
-		alone:  true,
-		setup:  "one client with policy.Default() (AttemptTimeout 500 ms), an open load of 600 operations a second against the overload/ rows' service (1 000 a second); a trigger drops capacity to 40 % for 1 s; the client has run a full budget window before the trigger. recovered_ms: from the trigger's end to the first 100 ms from which goodput stays at 90 % of the goodput before (10000: never)" + fmt.Sprintf(fleetSetup, "1 s"),
-		preset: "default", tune: withAttemptTimeout,
-		run:  func(t *trial) { fleetRun(t, 1, 600, time.Second) },
-		want: expect{"-", "-", "-", "recovered_ms_under=1000"},
-	},
-	{
-		id:     "fleet/defaults-100-clients",
-		alone:  true,
-		setup:  "the same load (600 a second) split evenly over 100 independent clients, each with its own policy.Default() and its own budget" + fmt.Sprintf(fleetSetup, "1 s"),
-		preset: "default", tune: withAttemptTimeout,
-		run:  func(t *trial) { fleetRun(t, 100, 600, time.Second) },
-		want: expect{"-", "-", "-", "recovered_ms_under=1000;requests_per_op_under=1.3"},
-	},
-	{
-		id:     "fleet/defaults-1000-clients",
-		alone:  true,
-		setup:  "the same with 1 000 clients of 0.6 operations a second each" + fmt.Sprintf(fleetSetup, "1 s"),
-		preset: "default", tune: withAttemptTimeout,
-		run:  func(t *trial) { fleetRun(t, 1000, 600, time.Second) },
-		want: expect{"-", "-", "-", "recovered_ms_under=1000;requests_per_op_under=1.3"},
-	},
-	{
-		id:     "fleet/defaults-100-clients-900",
-		alone:  true,
-		setup:  "100 clients with policy.Default() sharing 900 operations a second (spare capacity 100 a second); a fleet that never retries recovers in about 2.5 s here" + fmt.Sprintf(fleetSetup, "3.1 s"),
-		preset: "default", tune: withAttemptTimeout,
-		run:  func(t *trial) { fleetRun(t, 100, 900, 3100*time.Millisecond) },
-		want: expect{"-", "-", "-", "recovered_ms_under=3000"},
-	},
+	fleetRow("fleet/defaults-1-client", "one client with policy.Default() (AttemptTimeout 500 ms), an open load of 600 operations a second against the overload/ rows' service (1 000 a second); a trigger drops capacity to 40 % for 1 s; the client has run a full budget window before the trigger. recovered_ms: from the trigger's end to the first 100 ms from which goodput stays at 90 % of the goodput before (10000: never)",
+		1, 600, time.Second, "recovered_ms_under=1000"),
+	fleetRow("fleet/defaults-100-clients", "the same load (600 a second) split evenly over 100 independent clients, each with its own policy.Default() and its own budget",
+		100, 600, time.Second, "recovered_ms_under=1000;requests_per_op_under=1.3"),
+	fleetRow("fleet/defaults-1000-clients", "the same with 1 000 clients of 0.6 operations a second each",
+		1000, 600, time.Second, "recovered_ms_under=1000;requests_per_op_under=1.3"),
+	fleetRow("fleet/defaults-100-clients-900", "100 clients with policy.Default() sharing 900 operations a second (spare capacity 100 a second); a fleet that never retries recovers in about 2.5 s here",
+		100, 900, 3100*time.Millisecond, "recovered_ms_under=3000"),
 	{
 		id:     "fleet/small-clients-keep-retrying", // counts, not time: it runs beside other rows
 		setup:  "1 000 clients with policy.Default() against a healthy service that answers 1 % of requests, at random, 503; each client runs 6 operations (its share of a 10 s budget window at 0.6 a second), then 30 more, back to back (compressed time: Default's budget does not refill with time). success_pct: the share of the 30 000 that end 200 (99 % without retries); RESULT: what most of them end with",
 		preset: "default",
 		run: func(t *trial) {
-			svc := overload.Flaky(0.01, 1)
-			fleet := make([]http.RoundTripper, 1000)
-			for i := range fleet {
-				rt, err := t.over(svc)
-				if err != nil {
-					t.fail(err)
-					return
-				}
-				fleet[i] = rt
+			fleet, built := t.fleet(1000, overload.Flaky(0.01, 1))
+			if !built {
+				return
 			}
 			ok := overload.Healthy(fleet, 6, 30)
 			t.extra["success_pct"] = fmt.Sprintf("%.2f", ok*100)
