@@ -110,6 +110,7 @@ func (o *funcOp[T]) observed() bool { return false }
 func (o *funcOp[T]) emit(middleware.Event) {}
 
 func (o *funcOp[T]) replayErr() error { return nil }
+func (o *funcOp[T]) keyed() bool      { return false }
 
 func (o *funcOp[T]) paced() (string, string, int, time.Time) { return "", "", 0, time.Time{} }
 

@@ -154,7 +154,6 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 		replayable: wire.Replayable(req) || o.rp != nil,
 		covered:    e.p.Scope.Covers(req),
 		idempotent: policy.Idempotent(req),
-		keyed:      req.Header.Get(protocol.IdempotencyKey) != "" || req.Header.Get(protocol.XIdempotencyKey) != "",
 	}
 	if req.Body != nil {
 		f.body = req.Body
@@ -582,6 +581,10 @@ func (e *Engine) attemptValue(n int) string {
 // cannot be sent again, nor one whose rewinding Seek fails (it is rewound
 // here, before the retry is planned, so that the caller gets the answer
 // in hand rather than an attempt that never left).
+func (o *httpOp) keyed() bool {
+	return o.req.Header.Get(protocol.IdempotencyKey) != "" || o.req.Header.Get(protocol.XIdempotencyKey) != ""
+}
+
 func (o *httpOp) replayErr() error {
 	if o.rp == nil {
 		return nil

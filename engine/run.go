@@ -40,6 +40,10 @@ type loopOp[T any] interface {
 	// its rewinding Seek failed), or is nil. It prepares the body for the
 	// next attempt: the loop asks only when it plans a retry.
 	replayErr() error
+	// keyed reports whether the operation carries an Idempotency-Key: a
+	// server that honours it does no work twice. Asked only on a retry's
+	// rarer paths, not on every request.
+	keyed() bool
 	// uncarried names the cookies of discarded results that were to be
 	// carried on the result the operation would hand back, when it hands
 	// back none.
@@ -61,7 +65,6 @@ type facts struct {
 	replayable bool      // it can be sent again
 	covered    bool      // the policy's scope covers it
 	idempotent bool      // resending it repeats no effect
-	keyed      bool      // it carries an Idempotency-Key: a server that honours it does no work twice
 	deadline   time.Time // when a Policy.Timeout ends it; zero without one
 	body       io.Closer // closed if no attempt is sent; nil if none
 }
@@ -435,7 +438,7 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 	// connection broke) is asked again the same way: it sent no work
 	// either. MaxAttempts 1 still turns retries off.
 	_, bounded := l.op.Deadline()
-	poll := (cause == protocol.CauseKeyInFlight || (l.polled && l.f.keyed && err != nil)) && bounded && e.p.MaxAttempts > 1
+	poll := (cause == protocol.CauseKeyInFlight || (l.polled && err != nil && l.o.keyed())) && bounded && e.p.MaxAttempts > 1
 	l.asking = poll
 	if n >= e.p.MaxAttempts && !poll {
 		return policy.StopAttemptsExhausted, 0, false
@@ -521,7 +524,7 @@ func (l *loop[T]) withdraw(info attemptInfo, err error) bool {
 		// and an earlier one may have reached the server: it pays.
 		return true
 	}
-	if t, ok := b.(afterTimeout); ok && err != nil && !l.f.keyed {
+	if t, ok := b.(afterTimeout); ok && err != nil && !l.o.keyed() {
 		if stop, _ := l.d.stopFor(); stop == policy.StopAttemptTimeout {
 			return t.WithdrawAfterTimeout()
 		}
