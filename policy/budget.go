@@ -260,13 +260,18 @@ func newEarnedBudget(ratio float64, burst int) *earnedBudget {
 
 // Deposit records a request that needed no retry.
 func (b *earnedBudget) Deposit() {
+	b.add(b.earn)
+	b.recent.Deposit()
+}
+
+// add puts credit into the stock, up to the burst.
+func (b *earnedBudget) add(credit int64) {
 	for {
 		s := b.stock.Load()
-		if s >= b.burst || b.stock.CompareAndSwap(s, min(s+b.earn, b.burst)) {
-			break
+		if s >= b.burst || b.stock.CompareAndSwap(s, min(s+credit, b.burst)) {
+			return
 		}
 	}
-	b.recent.Deposit()
 }
 
 // Withdraw pays for a retry from the stock; it takes the last second's
@@ -287,14 +292,7 @@ func (b *earnedBudget) Withdraw() bool {
 
 // Refund pays back a retry, paid by Withdraw, that succeeded: it turned a
 // failure into a success, which is what the budget is for.
-func (b *earnedBudget) Refund() {
-	for {
-		s := b.stock.Load()
-		if s >= b.burst || b.stock.CompareAndSwap(s, min(s+unit, b.burst)) {
-			return
-		}
-	}
-}
+func (b *earnedBudget) Refund() { b.add(unit) }
 
 // WithdrawAfterTimeout pays for the retry of an attempt that timed out
 // from the credit earned in the last second: the timeout spends two

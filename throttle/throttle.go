@@ -163,9 +163,14 @@ func (h *host) at(p int64) {
 	case p > l:
 		h.latest.CompareAndSwap(l, p)
 	case l-p >= buckets && h.latest.CompareAndSwap(l, p):
-		for i := range h.tick {
-			h.tick[i].Store(math.MinInt64)
-		}
+		h.empty()
+	}
+}
+
+// empty marks every bucket of h as holding no period.
+func (h *host) empty() {
+	for i := range h.tick {
+		h.tick[i].Store(math.MinInt64)
 	}
 }
 
@@ -263,9 +268,7 @@ func (th *throttle) host(key string, p int64) *host {
 	}
 	h := &host{}
 	h.latest.Store(math.MinInt64)
-	for i := range h.tick {
-		h.tick[i].Store(math.MinInt64) // empty
-	}
+	h.empty()
 	th.hosts.Store(key, h)
 	th.count.Add(1)
 	return h
