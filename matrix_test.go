@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -79,16 +78,7 @@ func (s *cellServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func runCell(t *testing.T, c cell) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv := &cellServer{arrived: make(chan struct{}, 64), ended: make(chan struct{}, 64)}
-	ts := httptest.NewUnstartedServer(srv)
-	ts.Config.ConnState = srv.ConnState
-	tr := &http.Transport{}
-	if c.proto == "h2c" {
-		ts.Config.Protocols = new(http.Protocols)
-		ts.Config.Protocols.SetUnencryptedHTTP2(true)
-		tr.Protocols = new(http.Protocols)
-		tr.Protocols.SetUnencryptedHTTP2(true)
-	}
-	ts.Start()
+	ts, tr := rttest.Server(srv, c.proto == "h2c", &srv.Conns)
 	defer ts.Close()
 
 	// The breaker: opened by one answer marked a failure, then half-open.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/hedge"
 	"github.com/retrystack/retrystack/idempotency"
+	"github.com/retrystack/retrystack/internal/testkit/rttest"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 )
@@ -154,15 +154,7 @@ func TestSafeWritesEndToEnd(t *testing.T) {
 				hc := hedge.Config{Delay: time.Hour}
 				c.setup(s, &p, &hc, cancel)
 
-				ts := httptest.NewUnstartedServer(s.handler())
-				tr := &http.Transport{}
-				if proto == "h2c" {
-					ts.Config.Protocols = new(http.Protocols)
-					ts.Config.Protocols.SetUnencryptedHTTP2(true)
-					tr.Protocols = new(http.Protocols)
-					tr.Protocols.SetUnencryptedHTTP2(true)
-				}
-				ts.Start()
+				ts, tr := rttest.Server(s.handler(), proto == "h2c", nil)
 				defer ts.Close()
 				defer tr.CloseIdleConnections()
 				e, err := engine.New(engine.Config{Policy: p})

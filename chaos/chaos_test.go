@@ -17,6 +17,7 @@ import (
 	"github.com/retrystack/retrystack/chaos"
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/idempotency"
+	"github.com/retrystack/retrystack/internal/testkit/rttest"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"go.uber.org/goleak"
@@ -419,15 +420,7 @@ type server struct {
 }
 
 func newServer(proto string, h http.Handler) *server {
-	ts := httptest.NewUnstartedServer(h)
-	tr := &http.Transport{}
-	if proto == "h2c" {
-		ts.Config.Protocols = new(http.Protocols)
-		ts.Config.Protocols.SetUnencryptedHTTP2(true)
-		tr.Protocols = new(http.Protocols)
-		tr.Protocols.SetUnencryptedHTTP2(true)
-	}
-	ts.Start()
+	ts, tr := rttest.Server(h, proto == "h2c", nil)
 	return &server{ts, tr}
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -55,16 +54,7 @@ func (s *chaosServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func runChaosCell(t *testing.T, proto, pos, kind string) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv := &chaosServer{}
-	ts := httptest.NewUnstartedServer(srv)
-	ts.Config.ConnState = srv.ConnState
-	tr := &http.Transport{}
-	if proto == "h2c" {
-		ts.Config.Protocols = new(http.Protocols)
-		ts.Config.Protocols.SetUnencryptedHTTP2(true)
-		tr.Protocols = new(http.Protocols)
-		tr.Protocols.SetUnencryptedHTTP2(true)
-	}
-	ts.Start()
+	ts, tr := rttest.Server(srv, proto == "h2c", &srv.Conns)
 	defer ts.Close()
 
 	f := chaos.Fault{Rate: 1, Attempts: 1}

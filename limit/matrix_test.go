@@ -110,16 +110,7 @@ func runLimitCell(t *testing.T, proto, partner, fault string) {
 	if partner == "keys" {
 		h = idempotency.Handler(srv, idempotency.Config{})
 	}
-	ts := httptest.NewUnstartedServer(h)
-	ts.Config.ConnState = srv.ConnState
-	tr := &http.Transport{}
-	if proto == "h2c" {
-		ts.Config.Protocols = new(http.Protocols)
-		ts.Config.Protocols.SetUnencryptedHTTP2(true)
-		tr.Protocols = new(http.Protocols)
-		tr.Protocols.SetUnencryptedHTTP2(true)
-	}
-	ts.Start()
+	ts, tr := rttest.Server(h, proto == "h2c", &srv.Conns)
 	defer ts.Close()
 
 	p := policy.Default()

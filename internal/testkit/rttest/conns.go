@@ -3,6 +3,7 @@ package rttest
 import (
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -68,4 +69,23 @@ func (c *Conns) WaitClosed(t *testing.T, closeIdle func()) {
 			return
 		}
 	}
+}
+
+// Server starts a test server of h, over HTTP/1.1 or, with h2c, HTTP/2
+// without TLS, and returns it with a transport that speaks the same; conns,
+// if not nil, counts its connections. The caller closes both.
+func Server(h http.Handler, h2c bool, conns *Conns) (*httptest.Server, *http.Transport) {
+	ts := httptest.NewUnstartedServer(h)
+	if conns != nil {
+		ts.Config.ConnState = conns.ConnState
+	}
+	tr := &http.Transport{}
+	if h2c {
+		ts.Config.Protocols = new(http.Protocols)
+		ts.Config.Protocols.SetUnencryptedHTTP2(true)
+		tr.Protocols = new(http.Protocols)
+		tr.Protocols.SetUnencryptedHTTP2(true)
+	}
+	ts.Start()
+	return ts, tr
 }
