@@ -27,7 +27,7 @@ type Operation struct {
 	ended   atomic.Bool // the RoundTrip that started it returned: its trace is no longer answered
 	counted bool        // a Counter counts its sends (it entered through a Stack)
 	trace   *wire.Trace
-	traced  context.Context                 // the caller's context with the trace, composed by httptrace.WithClientTrace
+	traced  context.Context                 // the caller's context with the trace, composed by httptrace.WithClientTrace; nil when Context answers for the trace itself (wire.Answerable)
 	discard atomic.Pointer[DiscardObserver] // a hedge above runs the layers below on several goroutines
 	owner   atomic.Pointer[Owner]
 	last    atomic.Pointer[Owner]
@@ -236,9 +236,10 @@ type Context struct {
 	op *Operation
 }
 
-// Value answers for the Operation; while the operation runs, the other
-// keys go through its traced context (httptrace finds the operation's
-// trace there), and afterwards straight to the parent: a context the
+// Value answers for the Operation; while the operation runs, for its
+// trace too (httptrace finds it: answered here, or through the context
+// that composed it with the caller's), and afterwards it sends every key
+// but the Operation's straight to the parent: a context the
 // caller keeps (resp.Request's) no longer reaches a trace that has gone
 // back to its pool.
 func (c *Context) Value(key any) any {
@@ -248,8 +249,13 @@ func (c *Context) Value(key any) any {
 		}
 		return c.op
 	}
-	if c.op != nil && c.op.traced != nil && !c.op.ended.Load() {
-		return c.op.traced.Value(key)
+	if o := c.op; o != nil && !o.ended.Load() {
+		if o.traced != nil {
+			return o.traced.Value(key)
+		}
+		if wire.IsTraceKey(key) {
+			return o.trace.Client() // what WithClientTrace's context would answer, without one
+		}
 	}
 	return c.Context.Value(key)
 }
@@ -298,7 +304,9 @@ func (s *Started) Init(req *http.Request, counted bool) *http.Request {
 	parent := req.Context()
 	s.op.counted = counted
 	s.op.trace = wire.GetTrace()
-	s.op.traced = s.op.trace.With(parent)
+	if !wire.Answerable(parent) {
+		s.op.traced = s.op.trace.With(parent) // composed with the caller's trace
+	}
 	s.ctx = Context{Context: parent, op: &s.op}
 	s.req = *req.WithContext(&s.ctx) // WithContext's copy stays on the stack
 	return &s.req

@@ -41,6 +41,43 @@ func TestTraceAnsweredWhileTheOperationRuns(t *testing.T) {
 	}
 }
 
+// Without a caller's trace the operation's context answers httptrace
+// itself: the transport finds the trace, the request costs no context of
+// WithClientTrace's, and after End the key reaches the parent (none).
+func TestTraceAnsweredWithoutComposing(t *testing.T) {
+	type k struct{}
+	parent := context.WithValue(context.Background(), k{}, "v")
+	req, _ := http.NewRequestWithContext(parent, "GET", "http://example.test/", nil)
+	r, op := Start(req, true)
+	if op.traced != nil {
+		t.Fatal("composed a context although the caller has no trace")
+	}
+	tr := httptrace.ContextClientTrace(r.Context())
+	if tr != op.Trace().Client() {
+		t.Fatalf("the transport finds %p, want the operation's trace %p", tr, op.Trace().Client())
+	}
+	tr.GotConn(httptrace.GotConnInfo{})
+	tr.WroteHeaders()
+	if op.Trace().Conns() != 1 || !op.Trace().Wrote() {
+		t.Fatalf("conns %d, wrote %v; want 1, true", op.Trace().Conns(), op.Trace().Wrote())
+	}
+	if r.Context().Value(k{}) != "v" {
+		t.Fatal("the caller's values are lost")
+	}
+	op.End()
+	if tr := httptrace.ContextClientTrace(r.Context()); tr != nil {
+		t.Fatal("after End the context still reaches the operation's trace, back in its pool")
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		r, op := Start(req, true)
+		_ = httptrace.ContextClientTrace(r.Context())
+		op.End()
+	})
+	if allocs != 1 {
+		t.Fatalf("starting an operation allocates %v times, want 1 (the operation with its request)", allocs)
+	}
+}
+
 func TestDetach(t *testing.T) {
 	type k struct{}
 	base := context.WithValue(context.Background(), k{}, "v")
