@@ -45,7 +45,7 @@ func Do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
 
 func do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
 	rep := &Report{Policy: e.p.Name, Layer: e.layer}
-	o := &funcOp[T]{e: e, op: op}
+	o := &funcOp[T]{e: e, op: op, rep: rep}
 	defer o.endAttempt() // whatever the policy: nothing an attempt started outlives Do
 	f := facts{replayable: true, covered: true, idempotent: true}
 	if e.p.Timeout > 0 {
@@ -65,6 +65,7 @@ func do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
 type funcOp[T any] struct {
 	e      *Engine
 	op     Op[T]
+	rep    *Report // Do returns it: made before the loop runs
 	cancel context.CancelFunc // ends the attempt in flight's context
 }
 
@@ -115,5 +116,11 @@ func (o *funcOp[T]) keyed() bool      { return false }
 func (o *funcOp[T]) paced() (string, string, int, time.Time) { return "", "", 0, time.Time{} }
 
 func (o *funcOp[T]) uncarried() []string { return nil }
+
+func (o *funcOp[T]) report() *Report { return o.rep }
+
+// settle is never called: the loop settles only an operation it made no
+// report for, and Do's is made first.
+func (o *funcOp[T]) settle(AttemptRecord, time.Duration) {}
 
 func (o *funcOp[T]) cookies(T) []string { return nil }

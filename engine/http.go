@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrystack/retrystack/internal/inbound"
@@ -109,8 +110,6 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 	}
 	o.e, o.req, o.operation = e, req, op
 	o.signals = e.signals.Covers(req)
-	o.rep.Policy, o.rep.Layer = e.p.Name, e.layer
-	o.rep.Attempts = o.rep.attempt[:0]
 	var hooks context.Context = req.Context() // what hooks get: detached, if any hook needs it
 	if e.detach {
 		d := operation.Detach(req.Context())
@@ -161,10 +160,11 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 	if e.p.Timeout > 0 {
 		f.deadline = o.deadline(e.p.Timeout)
 	}
-	resp, err := run[*http.Response](req.Context(), hooks, e, o, f, &o.rep)
-	// The cheap checks first: most operations push nothing back, and
-	// finding the inbound state walks the context chain.
-	if !e.signals.Off && pushesBack(&o.rep) {
+	resp, err := run[*http.Response](req.Context(), hooks, e, o, f, nil)
+	// The cheap checks first: most operations push nothing back (an
+	// operation that made no report ended after one attempt, at its
+	// decision), and finding the inbound state walks the context chain.
+	if rep := o.rep.Load(); rep != nil && !e.signals.Off && pushesBack(rep) {
 		if st := inbound.From(req.Context()); st != nil {
 			st.PushBack() // the service answering st's request tells its caller not to retry
 		}
@@ -261,7 +261,9 @@ type httpOp struct {
 	signals   bool            // o speaks the cross-layer protocol with the request's host
 	rp        *wire.Replay    // the body's replay, when it has no GetBody
 	carried   []carriedCookie // Set-Cookie lines of discarded responses, for the final one
-	rep       Report
+	rep       atomic.Pointer[Report] // made when first asked for (report)
+	settled   settledFacts           // the facts of an operation that made no report while it ran
+	replayed  bool                   // the final answer is marked Idempotent-Replayed
 	outside   *operation.Context // the hooks' and RefreshAuth's: the operation detached; nil when the engine has neither
 	owner     operation.Owner    // what the layers below read, when o owns the operation
 	body      wire.Watched       // the returned response's Body
@@ -482,7 +484,10 @@ func (o *httpOp) deadline(d time.Duration) time.Time {
 // to watch; an upgraded connection (101) is the caller's as it is, no
 // deadline of the engine's bounding it.
 func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
-	_, o.rep.Replayed = resp.Header[protocol.Replayed]
+	_, o.replayed = resp.Header[protocol.Replayed]
+	if rep := o.rep.Load(); rep != nil {
+		rep.Replayed = o.replayed
+	}
 	// The caller's context is the request's, and the report o's: only
 	// what differs is kept.
 	if d.cancelOp != nil || d.cancelAt != nil {
@@ -535,7 +540,7 @@ type finalDeadlines struct {
 // comes back as an *Error.
 func (o *httpOp) BodyDone(err error) error {
 	caller := o.req.Context()
-	d := deadlines{caller: caller, op: caller, attempt: caller, rep: &o.rep}
+	d := deadlines{caller: caller, op: caller, attempt: caller}
 	if f := o.final; f != nil {
 		d.op, d.attempt, d.cancelOp, d.cancelAt = f.op, f.attempt, f.cancelOp, f.cancelAt
 	}
@@ -547,8 +552,56 @@ func (o *httpOp) BodyDone(err error) error {
 	if !ok {
 		stop = policy.StopBodyFailed
 	}
-	d.rep.Stop = stop
-	return &Error{Report: d.rep, Err: err}
+	rep := o.report()
+	rep.Stop = stop
+	return &Error{Report: rep, Err: err}
+}
+
+// settledFacts are the facts of an operation that made no report while it
+// ran (loopOp.settle): one attempt, no error, its decision a plain stop.
+// No pointer but the stop's string: the collector has little to scan.
+type settledFacts struct {
+	stop                                   policy.StopReason
+	elapsed                                time.Duration
+	status, transparent, hedges, redirects int32
+	resend                                 int32
+	processed                              policy.Processed
+	ok                                     bool // set: report makes them the report
+}
+
+// settle implements loopOp.
+func (o *httpOp) settle(a AttemptRecord, elapsed time.Duration) {
+	o.settled = settledFacts{stop: a.Decision.Stop, elapsed: elapsed, status: int32(a.Status), transparent: int32(a.Transparent),
+		hedges: int32(a.Hedges), redirects: int32(a.Redirects), resend: int32(a.Resend), processed: a.Processed, ok: true}
+}
+
+// report implements loopOp, and is what ReportOf returns: the report
+// made when first asked for, from the settled facts once the operation
+// has settled. Asked from several goroutines at once (a body read to its
+// failure, the caller's ReportOf), it makes one.
+func (o *httpOp) report() *Report {
+	if rep := o.rep.Load(); rep != nil {
+		return rep
+	}
+	rep := &Report{Policy: o.e.p.Name, Layer: o.e.layer, Replayed: o.replayed}
+	rep.Attempts = rep.attempt[:0]
+	if s := &o.settled; s.ok {
+		rep.attempt[0] = AttemptRecord{Status: int(s.status), Processed: s.processed, Transparent: int(s.transparent), Hedges: int(s.hedges),
+			Redirects: int(s.redirects), Resend: int(s.resend), Decision: policy.Decision{Stop: s.stop}}
+		rep.Attempts = rep.attempt[:1]
+		rep.Stop, rep.Elapsed = s.stop, s.elapsed
+	}
+	if o.rep.CompareAndSwap(nil, rep) {
+		return rep
+	}
+	return o.rep.Load()
+}
+
+// failed reports whether the operation ended with an error (Report.failed):
+// a settled one never does.
+func (o *httpOp) failed() bool {
+	rep := o.rep.Load()
+	return rep != nil && rep.failed()
 }
 
 func (o *httpOp) observed() bool { return o.operation.Observed() }

@@ -108,17 +108,17 @@ func ReportOf(resp *http.Response) *Report {
 	if w := op.Last(); w != nil {
 		last, _ = w.Layer.(*httpOp)
 	}
-	if a := operation.AttemptOf(ctx); a != nil && (last == nil || last.rep.failed()) {
+	if a := operation.AttemptOf(ctx); a != nil && (last == nil || last.failed()) {
 		// A response the owner cannot have handed back, since it ended
 		// with an error: one of a retry layer per send of a hedge above
 		// it, whose send won (the owner's lost, and the hedge layer
 		// waited for it).
 		if o, ok := a.Owner.Layer.(*httpOp); ok {
-			return &o.rep
+			return o.report()
 		}
 	}
 	if last != nil {
-		return &last.rep // the outermost retry layer's, as usual
+		return last.report() // the outermost retry layer's, as usual
 	}
 	return nil
 }

@@ -52,6 +52,15 @@ type loopOp[T any] interface {
 	// (FailOnExhausted) to the cookie layer above, and names the cookies
 	// lost.
 	cookies(v T) []string
+	// report is the operation's report, made now if it has none yet (an
+	// HTTP operation that succeeds at once makes one only when asked):
+	// the loop makes it before it writes to it.
+	report() *Report
+	// settle keeps, instead of a report, the facts of an operation that
+	// ended after one attempt whose decision is its stop, with no pitfall
+	// nor hook to tell: report makes them a report when asked. (The loop
+	// settles only an operation whose report it never made.)
+	settle(first AttemptRecord, elapsed time.Duration)
 	// paced is the host the next attempt goes to (key: the host held,
 	// wire.HostKey; host and port: as the spans name the server) and
 	// until when that host asked for no requests (policy.RetryAfter.Pace);
@@ -84,7 +93,6 @@ type attemptInfo struct {
 type deadlines struct {
 	caller, op, attempt context.Context
 	cancelOp, cancelAt  context.CancelFunc // nil when there is nothing to cancel
-	rep                 *Report
 }
 
 func (d deadlines) release() {
@@ -149,12 +157,15 @@ type loop[T any] struct {
 	e      *Engine
 	o      loopOp[T]
 	f      facts
-	rep    *Report
+	rep    *Report // nil until written to (report)
 	caller context.Context // the operation's
 	hooks  context.Context // what hooks get
 	op     context.Context // caller, bounded by Policy.Timeout
 	cancel context.CancelFunc
-	start  time.Time
+	start  time.Duration // since epoch: the monotonic clock alone, cheaper than Now
+
+	first     AttemptRecord // the first attempt's record, until a report is made
+	firstHeld bool          // first is set, and in no report
 
 	backoff  retry.Backoff // made on the first retry: the success path needs none
 	d        deadlines     // the attempt in flight's
@@ -186,9 +197,14 @@ func (l *loop[T]) inFlight(stop policy.StopReason, polling bool) policy.StopReas
 	return stop
 }
 
-// run runs o to its end under e's policy; the hooks get hookCtx.
+// epoch is what the loop's clock readings are offsets from: time.Since
+// reads the monotonic clock alone.
+var epoch = time.Now()
+
+// run runs o to its end under e's policy; the hooks get hookCtx. rep is
+// the report to fill in, or nil: the loop asks o for one when it needs it.
 func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts, rep *Report) (T, error) {
-	l := loop[T]{e: e, o: o, f: f, rep: rep, caller: ctx, hooks: hookCtx, op: ctx, start: time.Now()}
+	l := loop[T]{e: e, o: o, f: f, rep: rep, caller: ctx, hooks: hookCtx, op: ctx, start: time.Since(epoch)}
 	if e.p.Timeout > 0 {
 		l.op, l.cancel = context.WithDeadline(ctx, f.deadline)
 	}
@@ -252,7 +268,7 @@ func (l *loop[T]) timeUp() deadlines {
 // attempt sends attempt n, decides on it and records it.
 func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 	e := l.e
-	l.d = deadlines{caller: l.caller, op: l.op, attempt: l.op, cancelOp: l.cancel, rep: l.rep}
+	l.d = deadlines{caller: l.caller, op: l.op, attempt: l.op, cancelOp: l.cancel}
 	if e.p.AttemptTimeout > 0 {
 		l.d.attempt, l.d.cancelAt = context.WithTimeout(l.op, e.p.AttemptTimeout)
 	}
@@ -307,19 +323,39 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 	}
 	l.refund = nil
 	rec := AttemptRecord{Status: info.status, Err: err, Processed: info.processed, Transparent: info.transparent, Hedges: info.hedges, Redirects: info.redirects, Resend: info.resend, Decision: dec}
-	if n == 2 && len(l.rep.Attempts) == 1 && cap(l.rep.Attempts) == 1 {
+	if l.rep == nil && n == 1 && e.hooks.OnAttempt == nil {
+		// Most operations end here: the record waits, and becomes a
+		// report only if something needs one (report, settle).
+		l.first, l.firstHeld = rec, true
+		return v, info, dec, err
+	}
+	rep := l.report()
+	if n == 2 && len(rep.Attempts) == 1 && cap(rep.Attempts) == 1 {
 		// A retry outgrew the room for the first attempt: one allocation
 		// for every attempt the policy allows (within reason), not one per
 		// doubling.
 		grown := make([]AttemptRecord, 1, min(e.p.MaxAttempts, 16))
-		copy(grown, l.rep.Attempts)
-		l.rep.Attempts = grown
+		copy(grown, rep.Attempts)
+		rep.Attempts = grown
 	}
-	l.rep.Attempts = append(l.rep.Attempts, rec)
+	rep.Attempts = append(rep.Attempts, rec)
 	if e.hooks.OnAttempt != nil {
-		e.hooks.OnAttempt(Event{Context: l.hooks, Report: l.rep, Attempt: rec, Number: n})
+		e.hooks.OnAttempt(Event{Context: l.hooks, Report: rep, Attempt: rec, Number: n})
 	}
 	return v, info, dec, err
+}
+
+// report is the operation's report, made (with the first attempt's
+// record, when it waits) the first time the loop needs it.
+func (l *loop[T]) report() *Report {
+	if l.rep == nil {
+		l.rep = l.o.report()
+	}
+	if l.firstHeld {
+		l.rep.Attempts = append(l.rep.Attempts, l.first)
+		l.firstHeld = false
+	}
+	return l.rep
 }
 
 // finish ends the operation with stop, handing back v or err.
@@ -343,7 +379,7 @@ func (l *loop[T]) finish(stop policy.StopReason, v T, err error, dec policy.Deci
 				l.lose()
 				l.end(stop)
 				var zero T
-				return zero, &ExhaustedError{Report: l.rep, Last: se, body: l.bodyErr}
+				return zero, &ExhaustedError{Report: l.report(), Last: se, body: l.bodyErr}
 			}
 		}
 		l.pitfall(PitfallExhaustedRetryableStatus)
@@ -370,14 +406,22 @@ func (l *loop[T]) fail(stop policy.StopReason, err error) (T, error) {
 	l.lose()
 	l.end(stop)
 	var zero T
-	return zero, &Error{Report: l.rep, Err: err}
+	return zero, &Error{Report: l.report(), Err: err}
 }
 
 func (l *loop[T]) end(stop policy.StopReason) {
-	l.rep.Stop = stop
-	l.rep.Elapsed = time.Since(l.start) // the monotonic clock alone: cheaper than Now
+	elapsed := time.Since(epoch) - l.start
+	if d := l.first.Decision; l.rep == nil && l.firstHeld && l.first.Err == nil && !d.Retry && d.Stop == stop && d.Cause == "" &&
+		(stop == policy.StopSuccess || l.e.hooks.OnGiveUp == nil) {
+		l.o.settle(l.first, elapsed) // nothing to tell, and no report yet: none is made unless asked for
+		l.firstHeld = false          // the settled facts hold it
+		l.returned = true
+		return
+	}
+	rep := l.report()
+	rep.Stop, rep.Elapsed = stop, elapsed
 	if stop != policy.StopSuccess && l.e.hooks.OnGiveUp != nil {
-		l.e.hooks.OnGiveUp(l.rep)
+		l.e.hooks.OnGiveUp(rep)
 	}
 	l.returned = true
 }
@@ -396,15 +440,16 @@ func (l *loop[T]) retry(n int, v T, info attemptInfo, err error, dec policy.Deci
 		}
 	}
 	l.d.releaseAttempt()
-	if l.rep.PlannedWaits == nil {
-		l.rep.PlannedWaits = make([]time.Duration, 0, min(e.p.MaxAttempts-1, 16)) // one allocation for the waits of the retries the policy allows
+	rep := l.report()
+	if rep.PlannedWaits == nil {
+		rep.PlannedWaits = make([]time.Duration, 0, min(e.p.MaxAttempts-1, 16)) // one allocation for the waits of the retries the policy allows
 	}
-	l.rep.PlannedWaits = append(l.rep.PlannedWaits, wait)
+	rep.PlannedWaits = append(rep.PlannedWaits, wait)
 	if e.hooks.OnRetry != nil {
-		e.hooks.OnRetry(Event{Context: l.hooks, Report: l.rep, Number: n, Wait: wait, FromHint: fromHint, Cause: dec.Cause})
+		e.hooks.OnRetry(Event{Context: l.hooks, Report: rep, Number: n, Wait: wait, FromHint: fromHint, Cause: dec.Cause})
 	}
 	if l.o.observed() {
-		l.o.emit(middleware.Event{Name: protocol.EventRetry, Attrs: events.RetryAttrs(wait, fromHint, l.rep.Layer, dec.Cause)})
+		l.o.emit(middleware.Event{Name: protocol.EventRetry, Attrs: events.RetryAttrs(wait, fromHint, e.layer, dec.Cause)})
 	}
 	return e.sleep(l.op, wait)
 }
@@ -575,9 +620,10 @@ func (l *loop[T]) pace(key, host string, port int, until time.Time) (policy.Stop
 // pitfall records p in the report, and tells the hooks and the
 // operation's observers.
 func (l *loop[T]) pitfall(p Pitfall, cookies ...string) {
-	l.rep.Pitfalls = append(l.rep.Pitfalls, p)
+	rep := l.report()
+	rep.Pitfalls = append(rep.Pitfalls, p)
 	if l.e.hooks.OnPitfall != nil {
-		l.e.hooks.OnPitfall(Event{Context: l.hooks, Report: l.rep, Pitfall: p, Cookies: cookies})
+		l.e.hooks.OnPitfall(Event{Context: l.hooks, Report: rep, Pitfall: p, Cookies: cookies})
 	}
 	if l.o.observed() {
 		l.o.emit(middleware.Event{Name: protocol.EventPitfall, Attrs: events.PitfallAttrs(string(p), cookies)})

@@ -1,0 +1,140 @@
+package engine
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/retrystack/retrystack/internal/operation"
+	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
+)
+
+// An operation that ends at its first attempt makes its report only when
+// asked (ReportOf): the report is then the one an operation with a hook,
+// which makes it as it runs, has for the same exchange.
+func TestReportMadeWhenAskedIsTheWholeReport(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/replayed":
+			w.Header().Set("Idempotent-Replayed", "?1")
+		case "/missing":
+			w.WriteHeader(http.StatusNotFound)
+		}
+		io.WriteString(w, "body")
+	}))
+	defer srv.Close()
+	for _, path := range []string{"/ok", "/replayed", "/missing"} {
+		t.Run(path, func(t *testing.T) {
+			var reports [2]*Report
+			for i, hooked := range []bool{false, true} {
+				cfg := Config{Policy: policy.Default()}
+				if hooked {
+					cfg.Hooks.OnAttempt = func(Event) {}
+				}
+				e, err := New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s, _ := middleware.NewStack(e.Layer())
+				c := &http.Client{Transport: s.Then(&http.Transport{})}
+				defer c.CloseIdleConnections()
+				resp, err := c.Get(srv.URL + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !hooked {
+					o := ownerOp(t, resp)
+					if o.rep.Load() != nil || !o.settled.ok {
+						t.Fatal("a first attempt's success made its report before anyone asked")
+					}
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				reports[i] = ReportOf(resp)
+				if reports[i] != ReportOf(resp) {
+					t.Fatal("ReportOf returns a new report on each call")
+				}
+				if reports[i].Elapsed <= 0 {
+					t.Fatalf("elapsed %v", reports[i].Elapsed)
+				}
+			}
+			if diff := cmp.Diff(reports[1], reports[0], cmpopts.IgnoreFields(Report{}, "Elapsed"), cmpopts.IgnoreUnexported(Report{})); diff != "" {
+				t.Fatalf("the report made when asked differs from the one made as the operation ran (-ran +asked):\n%s", diff)
+			}
+			want := policy.StopSuccess
+			if path == "/missing" {
+				want = policy.StopNonRetryable
+			}
+			if r := reports[0]; r.Stop != want || len(r.Attempts) != 1 || r.Attempts[0].Decision.Stop != want || r.Replayed != (path == "/replayed") {
+				t.Fatalf("report %+v", r)
+			}
+		})
+	}
+}
+
+func ownerOp(t *testing.T, resp *http.Response) *httpOp {
+	t.Helper()
+	w := operation.From(resp.Request.Context()).Last()
+	if w == nil {
+		t.Fatal("no retry layer owned the operation")
+	}
+	return w.Layer.(*httpOp)
+}
+
+// A body that fails after the operation settled sets the stop of the one
+// report, whether it was asked for before the read, during it (from
+// several goroutines at once) or after.
+func TestSettledReportSeesTheBodyFail(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		io.WriteString(w, "ten bytes.") // and the connection closes: the body lied about its length
+	}))
+	defer srv.Close()
+	for _, askFirst := range []bool{false, true} {
+		e, _ := New(Config{Policy: policy.Default()})
+		s, _ := middleware.NewStack(e.Layer())
+		c := &http.Client{Transport: s.Then(&http.Transport{})}
+		resp, err := c.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var before *Report
+		if askFirst {
+			before = ReportOf(resp)
+			if before.Stop != policy.StopSuccess {
+				t.Fatalf("before the read: stop %s", before.Stop)
+			}
+		}
+		var wg sync.WaitGroup
+		got := make([]*Report, 8)
+		for i := range got {
+			wg.Go(func() { got[i] = ReportOf(resp) })
+		}
+		_, rerr := io.Copy(io.Discard, resp.Body)
+		wg.Wait()
+		resp.Body.Close()
+		c.CloseIdleConnections()
+		var ee *Error
+		if !errors.As(rerr, &ee) {
+			t.Fatalf("read error %v, want an *Error", rerr)
+		}
+		rep := ReportOf(resp)
+		if ee.Report != rep || (askFirst && before != rep) {
+			t.Fatal("the read's error and ReportOf hold different reports")
+		}
+		for _, r := range got {
+			if r != rep {
+				t.Fatal("concurrent ReportOf calls made more than one report")
+			}
+		}
+		if rep.Stop != policy.StopBodyFailed || len(rep.Attempts) != 1 || rep.Attempts[0].Status != 200 {
+			t.Fatalf("report %v", rep)
+		}
+	}
+}
