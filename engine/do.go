@@ -65,7 +65,7 @@ func do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
 type funcOp[T any] struct {
 	e      *Engine
 	op     Op[T]
-	rep    *Report // Do returns it: made before the loop runs
+	rep    *Report            // Do returns it: made before the loop runs
 	cancel context.CancelFunc // ends the attempt in flight's context
 }
 

@@ -254,20 +254,20 @@ type httpOp struct {
 	e         *Engine // t's, or a route's
 	req       *http.Request
 	operation *operation.Operation
-	trace     *wire.Trace     // the operation's, or o's own when it does not own the operation
-	attempts  int32           // attempts made, for numbering without a Stack
-	refreshed bool            // RefreshAuth ran for this operation
-	compose   bool            // each attempt composes o's trace with the operation's
-	signals   bool            // o speaks the cross-layer protocol with the request's host
-	rp        *wire.Replay    // the body's replay, when it has no GetBody
-	carried   []carriedCookie // Set-Cookie lines of discarded responses, for the final one
+	trace     *wire.Trace            // the operation's, or o's own when it does not own the operation
+	attempts  int32                  // attempts made, for numbering without a Stack
+	refreshed bool                   // RefreshAuth ran for this operation
+	compose   bool                   // each attempt composes o's trace with the operation's
+	signals   bool                   // o speaks the cross-layer protocol with the request's host
+	rp        *wire.Replay           // the body's replay, when it has no GetBody
+	carried   []carriedCookie        // Set-Cookie lines of discarded responses, for the final one
 	rep       atomic.Pointer[Report] // made when first asked for (report)
 	settled   settledFacts           // the facts of an operation that made no report while it ran
 	replayed  bool                   // the final answer is marked Idempotent-Replayed
-	outside   *operation.Context // the hooks' and RefreshAuth's: the operation detached; nil when the engine has neither
-	owner     operation.Owner    // what the layers below read, when o owns the operation
-	body      wire.Watched       // the returned response's Body
-	final     *finalDeadlines    // what bounds it until it is done; nil when nothing does but the caller
+	outside   *operation.Context     // the hooks' and RefreshAuth's: the operation detached; nil when the engine has neither
+	owner     operation.Owner        // what the layers below read, when o owns the operation
+	body      wire.Watched           // the returned response's Body
+	final     *finalDeadlines        // what bounds it until it is done; nil when nothing does but the caller
 }
 
 // resend numbers the send about to be made: the sends of the operation so

@@ -157,7 +157,7 @@ type loop[T any] struct {
 	e      *Engine
 	o      loopOp[T]
 	f      facts
-	rep    *Report // nil until written to (report)
+	rep    *Report         // nil until written to (report)
 	caller context.Context // the operation's
 	hooks  context.Context // what hooks get
 	op     context.Context // caller, bounded by Policy.Timeout
