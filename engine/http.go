@@ -597,11 +597,19 @@ func (o *httpOp) report() *Report {
 	return o.rep.Load()
 }
 
-// failed reports whether the operation ended with an error (Report.failed):
-// a settled one never does.
-func (o *httpOp) failed() bool {
+// Failed implements operation.Result (Report.failed): a settled
+// operation never failed.
+func (o *httpOp) Failed() bool {
 	rep := o.rep.Load()
 	return rep != nil && rep.failed()
+}
+
+// Outcome implements operation.Result without making the report.
+func (o *httpOp) Outcome() (policy.StopReason, bool) {
+	if rep := o.rep.Load(); rep != nil {
+		return rep.Stop, rep.Replayed
+	}
+	return o.settled.stop, o.replayed
 }
 
 func (o *httpOp) observed() bool { return o.operation.Observed() }

@@ -96,29 +96,8 @@ func (r *Report) TransparentAttempts() int {
 // operation of its own for the retry layer, so this is the last hop's
 // report; hooks and telemetry see every hop.
 func ReportOf(resp *http.Response) *Report {
-	if resp == nil || resp.Request == nil {
-		return nil
-	}
-	ctx := resp.Request.Context()
-	op := operation.From(ctx)
-	if op == nil {
-		return nil
-	}
-	var last *httpOp
-	if w := op.Last(); w != nil {
-		last, _ = w.Layer.(*httpOp)
-	}
-	if a := operation.AttemptOf(ctx); a != nil && (last == nil || last.failed()) {
-		// A response the owner cannot have handed back, since it ended
-		// with an error: one of a retry layer per send of a hedge above
-		// it, whose send won (the owner's lost, and the hedge layer
-		// waited for it).
-		if o, ok := a.Owner.Layer.(*httpOp); ok {
-			return o.report()
-		}
-	}
-	if last != nil {
-		return last.report() // the outermost retry layer's, as usual
+	if o, ok := operation.ResultOf(resp).(*httpOp); ok {
+		return o.report()
 	}
 	return nil
 }

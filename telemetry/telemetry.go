@@ -366,7 +366,8 @@ type opSpan struct {
 	op            *operation.Operation // the stack's; nil outside a Stack
 	url           *url.URL             // the request's, and
 	full          string               // its url.full, which the first attempt shares
-	rep           *engine.Report       // the retry layer's, if any
+	rep           *engine.Report       // the retry layer's, if any, when the operation failed
+	result        operation.Result     // the retry layer's, if any, when it handed a response back: read without making its report
 	status        int                  // the final response's; 0 without one
 	timed         bool                 // the metrics record: start is set
 	callerAttempt int                  // the caller's attempt this operation serves (crosslayer.PositionOf); 0 if unknown
@@ -429,7 +430,7 @@ func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.finish(err, true)
 		return nil, err
 	}
-	s.rep, s.status = engine.ReportOf(resp), resp.StatusCode
+	s.result, s.status = operation.ResultOf(resp), resp.StatusCode
 	if !s.body.Watch(resp, s) {
 		s.finish(nil, false)
 	}
@@ -441,11 +442,13 @@ func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 // operation's error (roundTrip) or the body's.
 func (s *opSpan) finish(err error, roundTrip bool) {
 	s.ended.Store(true)
-	stop := policy.StopSuccess
+	stop, replayed := policy.StopSuccess, false
 	refusal, refused := errors.AsType[policy.Refusal](err)
 	switch {
+	case s.result != nil:
+		stop, replayed = s.result.Outcome()
 	case s.rep != nil:
-		stop = s.rep.Stop
+		stop, replayed = s.rep.Stop, s.rep.Replayed
 	case refused && refusal.StopReason() != "":
 		stop = refusal.StopReason() // a layer above any retry layer refused: a breaker outside it
 	case err != nil && errors.Is(err, context.Canceled):
@@ -464,7 +467,7 @@ func (s *opSpan) finish(err error, roundTrip bool) {
 		if s.callerAttempt > 1 {
 			attrs = append(attrs, AttrCallerAttempt.Int(s.callerAttempt))
 		}
-		if s.rep != nil && s.rep.Replayed {
+		if replayed {
 			attrs = append(attrs, AttrReplayed.Bool(true))
 		}
 		if s.status > 0 {

@@ -357,6 +357,43 @@ func (c Counter) RoundTrip(req *http.Request) (*http.Response, error) {
 	return c.Base.RoundTrip(req)
 }
 
+// A Result is a retry layer's state (Owner.Layer) as the layers above it
+// read it once its operation has returned: engine.ReportOf's report, and
+// telemetry's stop, which must not make that report.
+type Result interface {
+	// Failed reports whether the operation ended with an error: it
+	// handed no response back.
+	Failed() bool
+	// Outcome is why the operation stopped, and whether its answer is one
+	// the server stored and sent again (Idempotent-Replayed).
+	Outcome() (stop policy.StopReason, replayed bool)
+}
+
+// ResultOf returns the Result of the retry layer that produced resp, or
+// nil if none did: the operation's last owner, unless that one failed and
+// resp is the response of a retry layer per send of a hedge above it
+// (whose send won: the owner's lost, and the hedge layer waited for it).
+func ResultOf(resp *http.Response) Result {
+	if resp == nil || resp.Request == nil {
+		return nil
+	}
+	ctx := resp.Request.Context()
+	op := From(ctx)
+	if op == nil {
+		return nil
+	}
+	var last Result
+	if w := op.Last(); w != nil {
+		last, _ = w.Layer.(Result)
+	}
+	if a := AttemptOf(ctx); a != nil && (last == nil || last.Failed()) {
+		if r, ok := a.Owner.Layer.(Result); ok {
+			return r
+		}
+	}
+	return last // the outermost retry layer's, as usual
+}
+
 type attemptKey struct{}
 
 // An Attempt is the retry layer that does not own its operation (one
