@@ -121,6 +121,6 @@ func (o *funcOp[T]) report() *Report { return o.rep }
 
 // settle is never called: the loop settles only an operation it made no
 // report for, and Do's is made first.
-func (o *funcOp[T]) settle(AttemptRecord, time.Duration) {}
+func (o *funcOp[T]) settle(AttemptRecord, time.Duration) bool { return false }
 
 func (o *funcOp[T]) cookies(T) []string { return nil }

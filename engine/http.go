@@ -49,20 +49,8 @@ func (t *transport) InStack() { t.inStack = true }
 
 var _ http.RoundTripper = (*transport)(nil)
 
-// StartOperation implements operation.Starter: the operations of a stack
-// whose outermost retry layer is t start with t's state for the first
-// hop in the same allocation.
-func (t *transport) StartOperation(req *http.Request) (*http.Request, *operation.Operation) {
-	s := new(started)
-	req = s.Init(req, true)
-	s.o.t = t
-	s.o.owner.Layer = &s.o
-	op := s.Operation()
-	op.Reserve(&s.o.owner)
-	return req, op
-}
-
-// started is an operation and the state of its retry layer's first hop.
+// started is an operation and the state of its retry layer, used without
+// a Stack: one allocation.
 type started struct {
 	operation.Started
 	o httpOp
@@ -87,14 +75,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		op = s.Operation()
 		defer op.End()
 		o = &s.o
-	} else if w := op.Take(); w != nil {
-		if x, ok := w.Layer.(*httpOp); ok && x.t == t {
-			o = x
-		} else {
-			op.Reserve(w) // another retry layer's
-		}
-	}
-	if o == nil {
+	} else {
 		o = new(httpOp)
 	}
 	o.t = t
@@ -112,25 +93,24 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 	o.signals = e.signals.Covers(req)
 	var hooks context.Context = req.Context() // what hooks get: detached, if any hook needs it
 	if e.detach {
-		d := operation.Detach(req.Context())
-		o.outside = &d
-		hooks = &d
+		x := o.cold()
+		x.outside = operation.Detach(req.Context())
+		hooks = &x.outside
 	}
-	o.owner.Budget = e.p.Budget
 
 	if op.Claim(&o.owner) {
 		// The operation's retry layer: the layers below read its attempt
 		// and budget (middleware.Operation), and its attempts go out under
 		// the operation's context and trace, as they came.
 		defer op.Unclaim(&o.owner)
-		o.trace = op.Trace()
 	} else {
 		// A retry layer inside another: its attempts need a trace of
 		// their own, composed with the operation's (the rarer way). Each
 		// attempt's context, which the caller may keep, then reaches both:
 		// neither goes back to the pool.
-		o.trace = wire.GetTrace()
-		o.trace.Unpooled()
+		x := o.cold()
+		x.trace = wire.GetTrace()
+		x.trace.Unpooled()
 		op.Trace().Unpooled()
 		o.compose = true
 	}
@@ -146,11 +126,12 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 			if rp.Concurrent() {
 				r.GetBody = rp.GetBody // a hedge below, and net/http's own resends, replay it too
 			}
-			req, o.req, o.rp = r, r, rp
+			req, o.req = r, r
+			o.cold().rp = rp
 		}
 	}
 	f := facts{
-		replayable: wire.Replayable(req) || o.rp != nil,
+		replayable: wire.Replayable(req) || o.replay() != nil,
 		covered:    e.p.Scope.Covers(req),
 		idempotent: policy.Idempotent(req),
 	}
@@ -247,28 +228,63 @@ func (t *transport) CloseIdleConnections() {
 }
 
 // httpOp is one request under the retry loop, and what its layer tells
-// the layers below: all that an operation needs, in one allocation (with
-// the operation itself, for the first hop of a Stack).
+// the layers below: what every operation needs, in one allocation, and
+// what few need in another, made when first needed (cold). It holds as few
+// pointers as it can: the collector scans each one.
 type httpOp struct {
 	t         *transport
 	e         *Engine // t's, or a route's
 	req       *http.Request
 	operation *operation.Operation
-	trace     *wire.Trace            // the operation's, or o's own when it does not own the operation
 	attempts  int32                  // attempts made, for numbering without a Stack
 	refreshed bool                   // RefreshAuth ran for this operation
 	compose   bool                   // each attempt composes o's trace with the operation's
 	signals   bool                   // o speaks the cross-layer protocol with the request's host
-	rp        *wire.Replay           // the body's replay, when it has no GetBody
-	carried   []carriedCookie        // Set-Cookie lines of discarded responses, for the final one
+	replayed  bool                   // the final answer is marked Idempotent-Replayed
+	x         *httpCold              // nil until needed
 	rep       atomic.Pointer[Report] // made when first asked for (report)
 	settled   settledFacts           // the facts of an operation that made no report while it ran
-	replayed  bool                   // the final answer is marked Idempotent-Replayed
-	outside   *operation.Context     // the hooks' and RefreshAuth's: the operation detached; nil when the engine has neither
 	owner     operation.Owner        // what the layers below read, when o owns the operation
 	body      wire.Watched           // the returned response's Body
-	final     *finalDeadlines        // what bounds it until it is done; nil when nothing does but the caller
 }
+
+// httpCold is what an operation needs only on its rarer paths.
+type httpCold struct {
+	trace   *wire.Trace       // o's own, when it does not own the operation (compose)
+	rp      *wire.Replay      // the body's replay, when it has no GetBody
+	carried []carriedCookie   // Set-Cookie lines of discarded responses, for the final one
+	outside operation.Context // the hooks' and RefreshAuth's: the operation detached (Engine.detach)
+	final   finalDeadlines    // what bounds the returned body until it is done, when something does but the caller
+}
+
+// cold returns o's cold part, made if need be. Only the goroutine running
+// the operation's loop makes it.
+func (o *httpOp) cold() *httpCold {
+	if o.x == nil {
+		o.x = new(httpCold)
+	}
+	return o.x
+}
+
+// wireTrace is the trace o's attempts are watched with: the operation's,
+// or o's own when it does not own the operation.
+func (o *httpOp) wireTrace() *wire.Trace {
+	if o.compose {
+		return o.x.trace
+	}
+	return o.operation.Trace()
+}
+
+// replay is the body's replay, or nil.
+func (o *httpOp) replay() *wire.Replay {
+	if o.x == nil {
+		return nil
+	}
+	return o.x.rp
+}
+
+// Budget implements operation.OwnerLayer.
+func (o *httpOp) Budget() policy.Budget { return o.e.p.Budget }
 
 // resend numbers the send about to be made: the sends of the operation so
 // far (the stack's counter next to the base transport counts them all,
@@ -284,9 +300,9 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	var body io.ReadCloser
 	if n > 1 && wire.HasBody(o.req) {
 		var err error
-		if o.rp != nil {
-			o.rp.Retire() // the last attempt's writer, if it reads on, cannot take the body from this one
-			body, err = o.rp.Reader()
+		if rp := o.replay(); rp != nil {
+			rp.Retire() // the last attempt's writer, if it reads on, cannot take the body from this one
+			body, err = rp.Reader()
 		} else {
 			body, err = o.req.GetBody()
 		}
@@ -294,7 +310,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 			return nil, attemptInfo{processed: policy.NotSent}, err
 		}
 	}
-	tr := o.trace
+	tr := o.wireTrace()
 	tr.Reset()
 	resend := o.resend()
 	o.attempts++
@@ -423,8 +439,8 @@ func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error)
 		}
 	}
 	if err == nil && resp.StatusCode == http.StatusUnauthorized && o.e.refreshAuth != nil && !o.refreshed && n < o.e.p.MaxAttempts {
-		o.refreshed = true // once per operation: a refresh that does not help is not retried
-		if o.e.refreshAuth(o.outside, resp) == nil {
+		o.refreshed = true                              // once per operation: a refresh that does not help is not retried
+		if o.e.refreshAuth(&o.x.outside, resp) == nil { // e.detach: made in roundTrip
 			return policy.Retry(causeAuth)
 		}
 	}
@@ -465,8 +481,9 @@ func (o *httpOp) cookies(resp *http.Response) (lost []string) {
 		// stores what the final response carries (RFC 6265: a user agent
 		// stores the cookies of every response it receives).
 		host := hostOf(resp)
+		x := o.cold()
 		for _, line := range sc {
-			o.carried = append(o.carried, carriedCookie{line: line, host: host})
+			x.carried = append(x.carried, carriedCookie{line: line, host: host})
 		}
 	}
 	return lost
@@ -491,9 +508,9 @@ func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
 	// The caller's context is the request's, and the report o's: only
 	// what differs is kept.
 	if d.cancelOp != nil || d.cancelAt != nil {
-		o.final = &finalDeadlines{op: d.op, attempt: d.attempt, cancelOp: d.cancelOp, cancelAt: d.cancelAt}
+		o.cold().final = finalDeadlines{op: d.op, attempt: d.attempt, cancelOp: d.cancelOp, cancelAt: d.cancelAt}
 	}
-	if len(o.carried) > 0 {
+	if x := o.x; x != nil && len(x.carried) > 0 {
 		// The discarded responses' cookies first: the final response's own
 		// come after them, and win. Only those of the final response's
 		// host: the Client's jar stores them for its URL (a Prepare may
@@ -501,7 +518,7 @@ func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
 		// header is copied: a layer below may share its map.
 		host := hostOf(resp)
 		var lines, rest []carriedCookie
-		for _, c := range o.carried {
+		for _, c := range x.carried {
 			if c.host == host {
 				lines = append(lines, c)
 			} else {
@@ -520,7 +537,7 @@ func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
 			h["Set-Cookie"] = append(sc, h["Set-Cookie"]...)
 			resp.Header = h
 		}
-		o.carried = rest
+		x.carried = rest
 	}
 	if !o.body.Watch(resp, o) {
 		d.release()
@@ -541,7 +558,8 @@ type finalDeadlines struct {
 func (o *httpOp) BodyDone(err error) error {
 	caller := o.req.Context()
 	d := deadlines{caller: caller, op: caller, attempt: caller}
-	if f := o.final; f != nil {
+	if x := o.x; x != nil && x.final.op != nil {
+		f := &x.final
 		d.op, d.attempt, d.cancelOp, d.cancelAt = f.op, f.attempt, f.cancelOp, f.cancelAt
 	}
 	defer d.release()
@@ -561,18 +579,24 @@ func (o *httpOp) BodyDone(err error) error {
 // ran (loopOp.settle): one attempt, no error, its decision a plain stop.
 // No pointer but the stop's string: the collector has little to scan.
 type settledFacts struct {
-	stop                                   policy.StopReason
-	elapsed                                time.Duration
-	status, transparent, hedges, redirects int32
-	resend                                 int32
-	processed                              policy.Processed
-	ok                                     bool // set: report makes them the report
+	stop                           policy.StopReason
+	elapsed                        time.Duration
+	status, resend                 int32
+	transparent, hedges, redirects uint16
+	processed                      policy.Processed
+	ok                             bool // set: report makes them the report
 }
 
-// settle implements loopOp.
-func (o *httpOp) settle(a AttemptRecord, elapsed time.Duration) {
-	o.settled = settledFacts{stop: a.Decision.Stop, elapsed: elapsed, status: int32(a.Status), transparent: int32(a.Transparent),
-		hedges: int32(a.Hedges), redirects: int32(a.Redirects), resend: int32(a.Resend), processed: a.Processed, ok: true}
+// settle implements loopOp: it keeps a's facts, unless a count outgrows
+// its room (then the loop makes the report).
+func (o *httpOp) settle(a AttemptRecord, elapsed time.Duration) bool {
+	const most = 1<<16 - 1
+	if a.Transparent > most || a.Hedges > most || a.Redirects > most || a.Resend > 1<<31-1 || a.Status > 1<<31-1 {
+		return false
+	}
+	o.settled = settledFacts{stop: a.Decision.Stop, elapsed: elapsed, status: int32(a.Status), resend: int32(a.Resend),
+		transparent: uint16(a.Transparent), hedges: uint16(a.Hedges), redirects: uint16(a.Redirects), processed: a.Processed, ok: true}
+	return true
 }
 
 // report implements loopOp, and is what ReportOf returns: the report
@@ -647,22 +671,27 @@ func (o *httpOp) keyed() bool {
 }
 
 func (o *httpOp) replayErr() error {
-	if o.rp == nil {
+	rp := o.replay()
+	if rp == nil {
 		return nil
 	}
-	return o.rp.Rewind()
+	return rp.Rewind()
 }
 
 // uncarried names the cookies of the discarded responses that no final
 // response will carry.
 func (o *httpOp) uncarried() []string {
+	x := o.x
+	if x == nil {
+		return nil
+	}
 	var names []string
-	for _, c := range o.carried {
+	for _, c := range x.carried {
 		if ck, err := http.ParseSetCookie(c.line); err == nil {
 			names = append(names, ck.Name)
 		}
 	}
-	o.carried = nil
+	x.carried = nil
 	return names
 }
 

@@ -60,7 +60,8 @@ type loopOp[T any] interface {
 	// ended after one attempt whose decision is its stop, with no pitfall
 	// nor hook to tell: report makes them a report when asked. (The loop
 	// settles only an operation whose report it never made.)
-	settle(first AttemptRecord, elapsed time.Duration)
+	// It returns false when it cannot keep them.
+	settle(first AttemptRecord, elapsed time.Duration) bool
 	// paced is the host the next attempt goes to (key: the host held,
 	// wire.HostKey; host and port: as the spans name the server) and
 	// until when that host asked for no requests (policy.RetryAfter.Pace);
@@ -412,9 +413,10 @@ func (l *loop[T]) fail(stop policy.StopReason, err error) (T, error) {
 func (l *loop[T]) end(stop policy.StopReason) {
 	elapsed := time.Since(epoch) - l.start
 	if d := l.first.Decision; l.rep == nil && l.firstHeld && l.first.Err == nil && !d.Retry && d.Stop == stop && d.Cause == "" &&
-		(stop == policy.StopSuccess || l.e.hooks.OnGiveUp == nil) {
-		l.o.settle(l.first, elapsed) // nothing to tell, and no report yet: none is made unless asked for
-		l.firstHeld = false          // the settled facts hold it
+		(stop == policy.StopSuccess || l.e.hooks.OnGiveUp == nil) && l.o.settle(l.first, elapsed) {
+		// Nothing to tell, and no report yet: none is made unless asked
+		// for, from the settled facts.
+		l.firstHeld = false
 		l.returned = true
 		return
 	}

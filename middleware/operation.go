@@ -83,10 +83,7 @@ func (op Operation) Budget() policy.Budget {
 	if op.o == nil {
 		return nil
 	}
-	if r := op.o.Owner(); r != nil {
-		return r.Budget
-	}
-	return nil
+	return op.o.Owner().Budget()
 }
 
 // An Event is something that happened in a layer during an operation: a

@@ -21,23 +21,38 @@ import (
 	"github.com/retrystack/retrystack/policy"
 )
 
-// Operation is one logical operation's shared state.
+// Operation is one logical operation's shared state. It shares an
+// allocation with the request copy that carries it (Started), so what
+// most operations never use waits in rare.
 type Operation struct {
 	sends   atomic.Int32
-	ended   atomic.Bool // the RoundTrip that started it returned: its trace is no longer answered
-	counted bool        // a Counter counts its sends (it entered through a Stack)
+	flags   atomic.Uint32 // flagEnded, flagCounted
 	trace   *wire.Trace
-	traced  context.Context                 // the caller's context with the trace, composed by httptrace.WithClientTrace; nil when Context answers for the trace itself (wire.Answerable)
 	discard atomic.Pointer[DiscardObserver] // a hedge above runs the layers below on several goroutines
 	owner   atomic.Pointer[Owner]
 	last    atomic.Pointer[Owner]
+	rare    atomic.Pointer[rare] // nil until needed
 
-	mu       sync.Mutex    // what follows
+	mu       sync.Mutex    // what follows, and rare's key
 	deadline time.Duration // the total deadline, as an offset from epoch; fixed by the first retry layer with one
-	key      string        // the Idempotency-Key the first retry layer made, for every hop
-	reserved *Owner        // a retry layer's state allocated with the operation (Reserve)
 	obs0     any           // the first observer (telemetry's): no allocation for one
 	more     *[]any        // the others, append-only
+}
+
+// rare is what few operations need: made by the first that does.
+type rare struct {
+	traced context.Context // the caller's context with the trace, composed by httptrace.WithClientTrace (when the caller has a trace: wire.Answerable); set before the operation is shared
+	key    string          // the Idempotency-Key the first retry layer made, for every hop (under Operation.mu)
+}
+
+// rareLocked returns o's rare part, made if need be; o.mu is held.
+func (o *Operation) rareLocked() *rare {
+	r := o.rare.Load()
+	if r == nil {
+		r = new(rare)
+		o.rare.Store(r)
+	}
+	return r
 }
 
 // epoch is what deadlines are offsets from: a time.Duration is a third of
@@ -48,12 +63,29 @@ var epoch = time.Now()
 // of the stack (each redirect hop's in turn). The layers below read what
 // it tells them; it is its own record's only writer.
 type Owner struct {
-	Attempt atomic.Int32  // the attempt in flight, from 1
-	Budget  policy.Budget // nil: none
-	// Layer is the retry layer's state: its report (engine.ReportOf), and
-	// the name of the header telling the server the time left (a
-	// TimeoutHeader method, "" when none is sent).
-	Layer any
+	Attempt atomic.Int32 // the attempt in flight, from 1
+	// Layer is the retry layer's state: its report (a Result), its
+	// budget (OwnerLayer.Budget) and the name of the header telling the
+	// server the time left.
+	Layer OwnerLayer
+}
+
+// OwnerLayer is what a retry layer that owns an operation tells the
+// layers below it.
+type OwnerLayer interface {
+	// Budget is the layer's retry budget, or nil.
+	Budget() policy.Budget
+	// TimeoutHeader is the name of the header with which the layer tells
+	// the server the time left, "" when it sends none.
+	TimeoutHeader() string
+}
+
+// Budget is w's layer's retry budget, or nil (w nil, or none).
+func (w *Owner) Budget() policy.Budget {
+	if w == nil {
+		return nil
+	}
+	return w.Layer.Budget()
 }
 
 // TimeoutHeader is the name of the header with which w's layer tells the
@@ -62,10 +94,7 @@ func (w *Owner) TimeoutHeader() string {
 	if w == nil {
 		return ""
 	}
-	if t, ok := w.Layer.(interface{ TimeoutHeader() string }); ok {
-		return t.TimeoutHeader()
-	}
-	return ""
+	return w.Layer.TimeoutHeader()
 }
 
 // Claim makes w the operation's owner unless a retry layer (an outer one)
@@ -97,24 +126,13 @@ func (o *Operation) Trace() *wire.Trace { return o.trace }
 // Counted reports whether the operation's sends are counted next to the
 // base transport (Sends); a retry layer used without a Stack numbers its
 // own.
-func (o *Operation) Counted() bool { return o.counted }
+func (o *Operation) Counted() bool { return o.flags.Load()&flagCounted != 0 }
 
-// Reserve keeps w, the owner record of a retry layer's state allocated
-// with the operation, for that layer, which takes it once (Take).
-func (o *Operation) Reserve(w *Owner) {
-	o.mu.Lock()
-	o.reserved = w
-	o.mu.Unlock()
-}
-
-// Take returns what was reserved and forgets it, or nil.
-func (o *Operation) Take() *Owner {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	w := o.reserved
-	o.reserved = nil
-	return w
-}
+// The operation's flags.
+const (
+	flagEnded   = 1 << iota // the RoundTrip that started it returned: its trace is no longer answered
+	flagCounted             // a Counter counts its sends (it entered through a Stack)
+)
 
 // AddObserver adds x (a middleware.Observer) to the operation.
 func (o *Operation) AddObserver(x any) {
@@ -165,9 +183,12 @@ func (o *Operation) DeadlineSet() (time.Time, bool) {
 // Key returns the Idempotency-Key a retry layer made for the operation,
 // or "".
 func (o *Operation) Key() string {
+	if o.rare.Load() == nil {
+		return ""
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.key
+	return o.rare.Load().key
 }
 
 // A DiscardObserver sees each response a retry layer below it throws away,
@@ -221,10 +242,11 @@ func (o *Operation) Deadline(timeout time.Duration) time.Time {
 func (o *Operation) IdempotencyKey(mint func() string) string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.key == "" {
-		o.key = mint()
+	r := o.rareLocked()
+	if r.key == "" {
+		r.key = mint()
 	}
-	return o.key
+	return r.key
 }
 
 type operationKey struct{}
@@ -249,9 +271,9 @@ func (c *Context) Value(key any) any {
 		}
 		return c.op
 	}
-	if o := c.op; o != nil && !o.ended.Load() {
-		if o.traced != nil {
-			return o.traced.Value(key)
+	if o := c.op; o != nil && o.flags.Load()&flagEnded == 0 {
+		if r := o.rare.Load(); r != nil && r.traced != nil {
+			return r.traced.Value(key)
 		}
 		if wire.IsTraceKey(key) {
 			return o.trace.Client() // what WithClientTrace's context would answer, without one
@@ -283,8 +305,7 @@ func From(ctx context.Context) *Operation {
 }
 
 // Started is a request that starts an operation, with its context and
-// the operation: one allocation, which a retry layer can make larger to
-// hold its own state too (a Starter).
+// the operation: one allocation.
 type Started struct {
 	ctx Context
 	op  Operation
@@ -302,10 +323,12 @@ type Started struct {
 // inner one's, sees the inner connections).
 func (s *Started) Init(req *http.Request, counted bool) *http.Request {
 	parent := req.Context()
-	s.op.counted = counted
+	if counted {
+		s.op.flags.Store(flagCounted)
+	}
 	s.op.trace = wire.GetTrace()
 	if !wire.Answerable(parent) {
-		s.op.traced = s.op.trace.With(parent) // composed with the caller's trace
+		s.op.rare.Store(&rare{traced: s.op.trace.With(parent)}) // composed with the caller's trace
 	}
 	s.ctx = Context{Context: parent, op: &s.op}
 	s.req = *req.WithContext(&s.ctx) // WithContext's copy stays on the stack
@@ -325,15 +348,8 @@ func Start(req *http.Request, counted bool) (*http.Request, *Operation) {
 // End ends the operation's RoundTrip: its trace goes back to the pool and
 // its context answers only for the operation.
 func (o *Operation) End() {
-	o.ended.Store(true)
+	o.flags.Or(flagEnded)
 	wire.PutTrace(o.trace)
-}
-
-// A Starter is a layer that starts the operations of the stack it is in
-// itself, with its own state in the same allocation (the retry layer): the
-// stack asks the outermost one.
-type Starter interface {
-	StartOperation(req *http.Request) (*http.Request, *Operation)
 }
 
 // A Member is a layer that needs to know it is inside a Stack: one used

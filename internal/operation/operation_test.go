@@ -49,7 +49,7 @@ func TestTraceAnsweredWithoutComposing(t *testing.T) {
 	parent := context.WithValue(context.Background(), k{}, "v")
 	req, _ := http.NewRequestWithContext(parent, "GET", "http://example.test/", nil)
 	r, op := Start(req, true)
-	if op.traced != nil {
+	if op.rare.Load() != nil {
 		t.Fatal("composed a context although the caller has no trace")
 	}
 	tr := httptrace.ContextClientTrace(r.Context())
