@@ -245,7 +245,7 @@ type httpOp struct {
 	rep       atomic.Pointer[Report] // made when first asked for (report)
 	settled   settledFacts           // the facts of an operation that made no report while it ran
 	owner     operation.Owner        // what the layers below read, when o owns the operation
-	body      wire.Watched           // the returned response's Body
+	body      wire.Watched[*httpOp]  // the returned response's Body
 }
 
 // httpCold is what an operation needs only on its rarer paths.

@@ -244,7 +244,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, lastErr
 	}
 	h.hist.add(time.Since(starts[winner.n])) // the winning send's own latency, not the hedge delay's
-	if !new(wire.Watched).Watch(winner.resp, cancelOnDone(winner.cancel)) {
+	if !new(wire.Watched[cancelOnDone]).Watch(winner.resp, cancelOnDone(winner.cancel)) {
 		winner.cancel() // nothing left to read under it
 	}
 	return winner.resp, nil

@@ -363,17 +363,17 @@ type opSpan struct {
 	span          trace.Span
 	start         time.Time
 	method        method
-	op            *operation.Operation // the stack's; nil outside a Stack
-	url           *url.URL             // the request's, and
-	full          string               // its url.full, which the first attempt shares
-	rep           *engine.Report       // the retry layer's, if any, when the operation failed
-	result        operation.Result     // the retry layer's, if any, when it handed a response back: read without making its report
-	status        int                  // the final response's; 0 without one
-	timed         bool                 // the metrics record: start is set
-	callerAttempt int                  // the caller's attempt this operation serves (crosslayer.PositionOf); 0 if unknown
-	user          []attribute.KeyValue // Config.Attributes' for the request
-	body          wire.Watched         // ends the span when the caller is done with the body
-	ended         atomic.Bool          // finish ran: events are the next hop's span's
+	op            *operation.Operation  // the stack's; nil outside a Stack
+	url           *url.URL              // the request's, and
+	full          string                // its url.full, which the first attempt shares
+	rep           *engine.Report        // the retry layer's, if any, when the operation failed
+	result        operation.Result      // the retry layer's, if any, when it handed a response back: read without making its report
+	status        int                   // the final response's; 0 without one
+	timed         bool                  // the metrics record: start is set
+	callerAttempt int                   // the caller's attempt this operation serves (crosslayer.PositionOf); 0 if unknown
+	user          []attribute.KeyValue  // Config.Attributes' for the request
+	body          wire.Watched[*opSpan] // ends the span when the caller is done with the body
+	ended         atomic.Bool           // finish ran: events are the next hop's span's
 	end0          [7]attribute.KeyValue
 }
 
@@ -594,7 +594,7 @@ type attemptSpan struct {
 	metered []attribute.KeyValue // the duration metric's, in attrs
 	user    []attribute.KeyValue // Config.Attributes' for the operation
 	timed   bool                 // the duration metric records: start is set
-	body    wire.Watched
+	body    wire.Watched[*attemptSpan]
 	opts    [2]trace.SpanStartOption
 	// attrs holds the attributes given at creation, which the SDK copies,
 	// and then those of the response: the span's, then the metric's.

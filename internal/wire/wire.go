@@ -139,20 +139,25 @@ type Watcher interface {
 
 // Watched is a response body that tells its Watcher when it is done: the
 // one "when the body is done" wrapper of the module, meant to sit in its
-// watcher's own allocation. Close may come while a Read is blocked (a
-// stalled drain), so the ending is guarded.
-type Watched struct {
-	rc     io.ReadCloser
-	w      Watcher
-	err    error // what BodyDone made of the first failure
-	closed atomic.Bool
-	ended  atomic.Bool
+// watcher's own allocation (W is the watcher's type: a pointer, a word
+// rather than an interface's two). Close may come while a Read is
+// blocked (a stalled drain), so the ending is guarded.
+type Watched[W Watcher] struct {
+	rc    io.ReadCloser
+	w     W
+	err   error         // what BodyDone made of the first failure
+	state atomic.Uint32 // watchClosed, watchEnded
 }
+
+const (
+	watchClosed = 1 << iota
+	watchEnded
+)
 
 // Watch puts b in resp.Body, watched by w, and reports whether it did: a
 // body known to be empty has nothing to wait for, and a 101's body is the
 // connection, which reaches the caller as it is.
-func (b *Watched) Watch(resp *http.Response, w Watcher) bool {
+func (b *Watched[W]) Watch(resp *http.Response, w W) bool {
 	if Empty(resp) || IsUpgrade(resp) {
 		return false
 	}
@@ -161,7 +166,7 @@ func (b *Watched) Watch(resp *http.Response, w Watcher) bool {
 	return true
 }
 
-func (b *Watched) Read(p []byte) (int, error) {
+func (b *Watched[W]) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
@@ -170,7 +175,7 @@ func (b *Watched) Read(p []byte) (int, error) {
 	case err == nil:
 	case err == io.EOF:
 		b.end(nil)
-	case b.closed.Load(): // a read after Close: not the body's failure
+	case b.state.Load()&watchClosed != 0: // a read after Close: not the body's failure
 	default:
 		if e := b.end(err); e != nil {
 			b.err, err = e, e
@@ -179,15 +184,15 @@ func (b *Watched) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *Watched) Close() error {
-	b.closed.Store(true)
+func (b *Watched[W]) Close() error {
+	b.state.Or(watchClosed)
 	err := b.rc.Close()
 	b.end(nil)
 	return err
 }
 
-func (b *Watched) end(err error) error {
-	if b.ended.CompareAndSwap(false, true) {
+func (b *Watched[W]) end(err error) error {
+	if b.state.Or(watchEnded)&watchEnded == 0 {
 		return b.w.BodyDone(err)
 	}
 	return nil

@@ -119,7 +119,7 @@ func TestWatched(t *testing.T) {
 	t.Run("eof then close", func(t *testing.T) {
 		d := &doneCounter{}
 		r := resp(strings.NewReader("ok"))
-		if !new(Watched).Watch(r, d) {
+		if !new(Watched[*doneCounter]).Watch(r, d) {
 			t.Fatal("not watched")
 		}
 		io.ReadAll(r.Body)
@@ -132,7 +132,7 @@ func TestWatched(t *testing.T) {
 		boom, swapped := errors.New("boom"), errors.New("swapped")
 		d := &doneCounter{swap: swapped}
 		r := resp(failingReader{boom})
-		new(Watched).Watch(r, d)
+		new(Watched[*doneCounter]).Watch(r, d)
 		for range 2 {
 			if _, err := r.Body.Read(make([]byte, 1)); err != swapped {
 				t.Errorf("read: %v, want the watcher's error", err)
@@ -146,7 +146,7 @@ func TestWatched(t *testing.T) {
 	t.Run("read after close", func(t *testing.T) {
 		d := &doneCounter{}
 		r := resp(failingReader{errors.New("closed")})
-		new(Watched).Watch(r, d)
+		new(Watched[*doneCounter]).Watch(r, d)
 		r.Body.Close()
 		r.Body.Read(make([]byte, 1))
 		if len(d.calls) != 1 || d.calls[0] != nil {
@@ -159,7 +159,7 @@ func TestWatched(t *testing.T) {
 			{StatusCode: 101, Body: io.NopCloser(strings.NewReader(""))},
 		} {
 			body := r.Body
-			if new(Watched).Watch(r, &doneCounter{}) || r.Body != body {
+			if new(Watched[*doneCounter]).Watch(r, &doneCounter{}) || r.Body != body {
 				t.Errorf("%d: watched", r.StatusCode)
 			}
 		}
