@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -49,8 +50,21 @@ func (t *transport) InStack() { t.inStack = true }
 
 var _ http.RoundTripper = (*transport)(nil)
 
-// started is an operation and the state of its retry layer, used without
-// a Stack: one allocation.
+// StartOperation implements operation.Starter: the operations of a stack
+// whose outermost retry layer is t start with t's state for the first
+// hop in the same allocation.
+func (t *transport) StartOperation(req *http.Request) (*http.Request, *operation.Operation) {
+	s := new(started)
+	req = s.Init(req, true)
+	s.o.t = t
+	s.o.owner.Layer = &s.o
+	op := s.Operation()
+	op.Reserve(&s.o.owner)
+	return req, op
+}
+
+// started is an operation and the state of its retry layer's first hop:
+// one allocation (576 bytes, a size class of its own).
 type started struct {
 	operation.Started
 	o httpOp
@@ -75,7 +89,14 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		op = s.Operation()
 		defer op.End()
 		o = &s.o
-	} else {
+	} else if w := op.Take(); w != nil {
+		if x, ok := w.Layer.(*httpOp); ok && x.t == t {
+			o = x
+		} else {
+			op.Reserve(w) // another retry layer's
+		}
+	}
+	if o == nil {
 		o = new(httpOp)
 	}
 	o.t = t
@@ -577,25 +598,31 @@ func (o *httpOp) BodyDone(err error) error {
 
 // settledFacts are the facts of an operation that made no report while it
 // ran (loopOp.settle): one attempt, no error, its decision a plain stop.
-// No pointer but the stop's string: the collector has little to scan.
+// No pointer: the collector has nothing to scan.
 type settledFacts struct {
-	stop                           policy.StopReason
 	elapsed                        time.Duration
 	status, resend                 int32
 	transparent, hedges, redirects uint16
 	processed                      policy.Processed
-	ok                             bool // set: report makes them the report
+	stop                           uint8 // 1 + its index in settledStops; 0: not settled
 }
 
-// settle implements loopOp: it keeps a's facts, unless a count outgrows
-// its room (then the loop makes the report).
+// settledStops are the stops an operation settles with: the decisions
+// that end most operations at their first attempt. Any other makes a
+// report.
+var settledStops = [...]policy.StopReason{policy.StopSuccess, policy.StopNonRetryable, policy.StopNotIdempotent}
+
+// settle implements loopOp: it keeps a's facts, unless its stop is not
+// one of settledStops or a count outgrows its room (then the loop makes
+// the report).
 func (o *httpOp) settle(a AttemptRecord, elapsed time.Duration) bool {
 	const most = 1<<16 - 1
-	if a.Transparent > most || a.Hedges > most || a.Redirects > most || a.Resend > 1<<31-1 || a.Status > 1<<31-1 {
+	code := slices.Index(settledStops[:], a.Decision.Stop) + 1
+	if code == 0 || a.Transparent > most || a.Hedges > most || a.Redirects > most || a.Resend > 1<<31-1 || a.Status > 1<<31-1 {
 		return false
 	}
-	o.settled = settledFacts{stop: a.Decision.Stop, elapsed: elapsed, status: int32(a.Status), resend: int32(a.Resend),
-		transparent: uint16(a.Transparent), hedges: uint16(a.Hedges), redirects: uint16(a.Redirects), processed: a.Processed, ok: true}
+	o.settled = settledFacts{elapsed: elapsed, status: int32(a.Status), resend: int32(a.Resend), transparent: uint16(a.Transparent),
+		hedges: uint16(a.Hedges), redirects: uint16(a.Redirects), processed: a.Processed, stop: uint8(code)}
 	return true
 }
 
@@ -609,11 +636,12 @@ func (o *httpOp) report() *Report {
 	}
 	rep := &Report{Policy: o.e.p.Name, Layer: o.e.layer, Replayed: o.replayed}
 	rep.Attempts = rep.attempt[:0]
-	if s := &o.settled; s.ok {
+	if s := &o.settled; s.stop != 0 {
+		stop := settledStops[s.stop-1]
 		rep.attempt[0] = AttemptRecord{Status: int(s.status), Processed: s.processed, Transparent: int(s.transparent), Hedges: int(s.hedges),
-			Redirects: int(s.redirects), Resend: int(s.resend), Decision: policy.Decision{Stop: s.stop}}
+			Redirects: int(s.redirects), Resend: int(s.resend), Decision: policy.Decision{Stop: stop}}
 		rep.Attempts = rep.attempt[:1]
-		rep.Stop, rep.Elapsed = s.stop, s.elapsed
+		rep.Stop, rep.Elapsed = stop, s.elapsed
 	}
 	if o.rep.CompareAndSwap(nil, rep) {
 		return rep
@@ -633,7 +661,10 @@ func (o *httpOp) Outcome() (policy.StopReason, bool) {
 	if rep := o.rep.Load(); rep != nil {
 		return rep.Stop, rep.Replayed
 	}
-	return o.settled.stop, o.replayed
+	if s := o.settled.stop; s != 0 {
+		return settledStops[s-1], o.replayed
+	}
+	return "", o.replayed // still running
 }
 
 func (o *httpOp) observed() bool { return o.operation.Observed() }

@@ -50,7 +50,7 @@ func TestReportMadeWhenAskedIsTheWholeReport(t *testing.T) {
 				}
 				if !hooked {
 					o := ownerOp(t, resp)
-					if o.rep.Load() != nil || !o.settled.ok {
+					if o.rep.Load() != nil || o.settled.stop == 0 {
 						t.Fatal("a first attempt's success made its report before anyone asked")
 					}
 				}
@@ -75,6 +75,34 @@ func TestReportMadeWhenAskedIsTheWholeReport(t *testing.T) {
 				t.Fatalf("report %+v", r)
 			}
 		})
+	}
+}
+
+// A stop the settled facts have no room for (a classifier's own) makes
+// the report as the operation ends: the same report, made sooner.
+func TestUnsettledStopMakesTheReport(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	p := policy.Default()
+	p.Classify = func(policy.Attempt) policy.Decision { return policy.Stop("mine") }
+	e, err := New(Config{Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := middleware.NewStack(e.Layer())
+	c := &http.Client{Transport: s.Then(&http.Transport{})}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	o := ownerOp(t, resp)
+	if o.settled.stop != 0 || o.rep.Load() == nil {
+		t.Fatal("a stop of the classifier's own settled")
+	}
+	if rep := ReportOf(resp); rep.Stop != "mine" || len(rep.Attempts) != 1 || rep.Attempts[0].Decision.Stop != "mine" {
+		t.Fatalf("report %v", rep)
 	}
 }
 

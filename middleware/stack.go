@@ -101,16 +101,20 @@ func (s Stack) String() string {
 func (s Stack) Then(base http.RoundTripper) http.RoundTripper {
 	base = wire.Base(base)
 	var rt http.RoundTripper = operation.Counter{Base: base} // the one writer of the send count
+	var starter operation.Starter
 	for i := len(s.layers) - 1; i >= 0; i-- {
 		rt = s.layers[i].Wrap(rt)
 		if rt == nil {
 			panic("middleware: layer " + s.layers[i].Name + " returned a nil RoundTripper")
 		}
+		if st, ok := rt.(operation.Starter); ok {
+			starter = st // the outermost retry layer's state is allocated with the operation
+		}
 		if m, ok := rt.(operation.Member); ok {
 			m.InStack()
 		}
 	}
-	return &chain{top: rt, base: base, layered: len(s.layers) > 0, order: s.String()}
+	return &chain{top: rt, base: base, starter: starter, layered: len(s.layers) > 0, order: s.String()}
 }
 
 // Swap returns the stack with layers a and b exchanged.
@@ -250,7 +254,8 @@ func (s Stack) index(name string, op int) (int, error) {
 // CloseIdleConnections cannot be lost in a layer that does not forward it.
 type chain struct {
 	top, base http.RoundTripper
-	layered   bool // top is a layer, not the base itself
+	starter   operation.Starter // nil: the stack starts its operations itself
+	layered   bool              // top is a layer, not the base itself
 	order     string
 }
 
@@ -259,7 +264,12 @@ type chain struct {
 // comes out keeps the RoundTripper contract whatever a layer or the base
 // returned (see the package documentation).
 func (c *chain) RoundTrip(req *http.Request) (*http.Response, error) {
-	req, op := operation.Start(req, true)
+	var op *operation.Operation
+	if c.starter != nil {
+		req, op = c.starter.StartOperation(req)
+	} else {
+		req, op = operation.Start(req, true)
+	}
 	defer op.End()
 	return wire.RoundTrip(c.top, req)
 }

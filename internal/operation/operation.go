@@ -31,18 +31,19 @@ type Operation struct {
 	discard atomic.Pointer[DiscardObserver] // a hedge above runs the layers below on several goroutines
 	owner   atomic.Pointer[Owner]
 	last    atomic.Pointer[Owner]
-	rare    atomic.Pointer[rare] // nil until needed
+	rare    atomic.Pointer[rare]  // nil until needed
+	start   atomic.Pointer[Owner] // the state of the stack's outermost retry layer, allocated with the operation (a Starter's), until that layer takes it
 
-	mu       sync.Mutex    // what follows, and rare's key
+	mu       sync.Mutex    // what follows, and rare's key and observers
 	deadline time.Duration // the total deadline, as an offset from epoch; fixed by the first retry layer with one
 	obs0     any           // the first observer (telemetry's): no allocation for one
-	more     *[]any        // the others, append-only
 }
 
 // rare is what few operations need: made by the first that does.
 type rare struct {
 	traced context.Context // the caller's context with the trace, composed by httptrace.WithClientTrace (when the caller has a trace: wire.Answerable); set before the operation is shared
 	key    string          // the Idempotency-Key the first retry layer made, for every hop (under Operation.mu)
+	more   []any           // the observers after the first, append-only (under Operation.mu)
 }
 
 // rareLocked returns o's rare part, made if need be; o.mu is held.
@@ -138,15 +139,12 @@ const (
 func (o *Operation) AddObserver(x any) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	switch {
-	case o.obs0 == nil:
+	if o.obs0 == nil {
 		o.obs0 = x
-	case o.more == nil:
-		o.more = &[]any{x}
-	default:
-		more := append(*o.more, x) // a new slice header: a reader keeps the one it loaded
-		o.more = &more
+		return
 	}
+	r := o.rareLocked()
+	r.more = append(r.more[:len(r.more):len(r.more)], x) // a new array: a reader keeps the slice it loaded
 }
 
 // Observed reports whether the operation has an observer.
@@ -160,16 +158,18 @@ func (o *Operation) Observed() bool {
 // the order they were added, outside the lock.
 func (o *Operation) EachObserver(f func(any)) {
 	o.mu.Lock()
-	first, more := o.obs0, o.more
+	first := o.obs0
+	var more []any
+	if r := o.rare.Load(); r != nil {
+		more = r.more
+	}
 	o.mu.Unlock()
 	if first == nil {
 		return
 	}
 	f(first)
-	if more != nil {
-		for _, x := range *more {
-			f(x)
-		}
+	for _, x := range more {
+		f(x)
 	}
 }
 
@@ -305,7 +305,8 @@ func From(ctx context.Context) *Operation {
 }
 
 // Started is a request that starts an operation, with its context and
-// the operation: one allocation.
+// the operation: one allocation, which a retry layer can make larger to
+// hold its own state too (a Starter).
 type Started struct {
 	ctx Context
 	op  Operation
@@ -350,6 +351,27 @@ func Start(req *http.Request, counted bool) (*http.Request, *Operation) {
 func (o *Operation) End() {
 	o.flags.Or(flagEnded)
 	wire.PutTrace(o.trace)
+}
+
+// A Starter is a layer that starts the operations of the stack it is in
+// itself, with its own state in the same allocation (the retry layer): the
+// stack asks the outermost one. It hands its state to itself with Reserve
+// and Take.
+type Starter interface {
+	StartOperation(req *http.Request) (*http.Request, *Operation)
+}
+
+// Reserve keeps w, the state of a Starter allocated with the operation,
+// for that layer's RoundTrip to Take.
+func (o *Operation) Reserve(w *Owner) { o.start.Store(w) }
+
+// Take returns what Reserve kept and forgets it, or nil: once, whichever
+// of the layer's RoundTrips asks first (a hedge above it runs several).
+func (o *Operation) Take() *Owner {
+	if o.start.Load() == nil {
+		return nil
+	}
+	return o.start.Swap(nil)
 }
 
 // A Member is a layer that needs to know it is inside a Stack: one used
