@@ -164,6 +164,7 @@ type loop[T any] struct {
 	op     context.Context // caller, bounded by Policy.Timeout
 	cancel context.CancelFunc
 	start  time.Duration // since epoch: the monotonic clock alone, cheaper than Now
+	ended  time.Duration // since epoch, when read as the last attempt was decided; 0: not yet
 
 	first     AttemptRecord // the first attempt's record, until a report is made
 	firstHeld bool          // first is set, and in no report
@@ -316,8 +317,15 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 	}
 	if !dec.Retry && !overruled && !refused && e.p.Budget != nil && dec.Stop != policy.StopPushback {
 		// A request that needed no retry; not a refusal (nothing was
-		// sent) nor a pushback (an overload answer, not a success).
-		e.p.Budget.Deposit()
+		// sent) nor a pushback (an overload answer, not a success). The
+		// operation ends with this decision: its end is read now, once
+		// for the budget and the report.
+		if b, ok := e.p.Budget.(depositAt); ok {
+			l.ended = time.Since(epoch)
+			b.DepositAt(epoch.Add(l.ended))
+		} else {
+			e.p.Budget.Deposit()
+		}
 		if l.refund != nil && dec.Stop == policy.StopSuccess {
 			l.refund.Refund() // the retry that succeeded pays for itself
 		}
@@ -411,7 +419,11 @@ func (l *loop[T]) fail(stop policy.StopReason, err error) (T, error) {
 }
 
 func (l *loop[T]) end(stop policy.StopReason) {
-	elapsed := time.Since(epoch) - l.start
+	now := l.ended
+	if now == 0 {
+		now = time.Since(epoch)
+	}
+	elapsed := now - l.start
 	if d := l.first.Decision; l.rep == nil && l.firstHeld && l.first.Err == nil && !d.Retry && d.Stop == stop && d.Cause == "" &&
 		(stop == policy.StopSuccess || l.e.hooks.OnGiveUp == nil) && l.o.settle(l.first, elapsed) {
 		// Nothing to tell, and no report yet: none is made unless asked
@@ -555,6 +567,10 @@ type afterTimeout interface{ WithdrawAfterTimeout() bool }
 // refunder is a Budget that pays back a retry that succeeded
 // (policy.NewEarnedBudget's).
 type refunder interface{ Refund() }
+
+// depositAt is a Budget told the time of a deposit, so that it need not
+// read the clock again (policy.NewEarnedBudget's).
+type depositAt interface{ DepositAt(now time.Time) }
 
 // withdraw pays the budget for a retry. (Asking again for a keyed request
 // in flight is not charged: the server answers it from its store, and the

@@ -41,7 +41,7 @@ type tpsBudget struct {
 	index int        // the slot the current window commits to
 
 	start time.Time
-	since func(time.Time) time.Duration // replaced by tests
+	since func(time.Time) time.Duration // a test's clock; nil: time.Since
 }
 
 const budgetSlots = 10
@@ -88,7 +88,7 @@ func NewTPSBudget(ttl time.Duration, minPerSec int, ratio float64) (Budget, erro
 
 // newTPSBudget is NewTPSBudget for values it accepts.
 func newTPSBudget(ttl time.Duration, minPerSec int, ratio float64) *tpsBudget {
-	b := &tpsBudget{window: ttl / budgetSlots, start: time.Now(), since: time.Since}
+	b := &tpsBudget{window: ttl / budgetSlots, start: time.Now()}
 	// float32, as tower computes it, so the amounts match to the token.
 	r := float32(ratio)
 	switch {
@@ -159,7 +159,15 @@ func (b *tpsBudget) balance() int64 {
 // expire commits the current window and clears the slots that have aged
 // past ttl, once a window has gone by.
 func (b *tpsBudget) expire() {
-	now := int64(b.since(b.start))
+	if b.since != nil {
+		b.expireAt(int64(b.since(b.start)))
+		return
+	}
+	b.expireAt(int64(time.Since(b.start)))
+}
+
+// expireAt is expire at now, in nanoseconds since start.
+func (b *tpsBudget) expireAt(now int64) {
 	if d := now - b.genAt.Load(); d >= 0 && d < int64(b.window) {
 		return
 	}
@@ -262,6 +270,20 @@ func newEarnedBudget(ratio float64, burst int) *earnedBudget {
 func (b *earnedBudget) Deposit() {
 	b.add(b.earn)
 	b.recent.Deposit()
+}
+
+// DepositAt is Deposit when the caller has just read the clock (the
+// retry layer, as its attempt ends): one reading less a request. now must
+// carry a monotonic reading, as time.Now's does.
+func (b *earnedBudget) DepositAt(now time.Time) {
+	b.add(b.earn)
+	r := b.recent
+	if r.since != nil {
+		r.expire() // a test's clock
+	} else {
+		r.expireAt(int64(now.Sub(r.start)))
+	}
+	r.writer.Add(r.deposit)
 }
 
 // add puts credit into the stock, up to the burst.

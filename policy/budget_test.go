@@ -403,3 +403,31 @@ func TestNewEarnedBudgetRejects(t *testing.T) {
 		t.Errorf("the widest budget: %v", err)
 	}
 }
+
+// DepositAt, the retry layer's Deposit with the time it has just read,
+// earns what Deposit earns, in the window of that time.
+func TestEarnedBudgetDepositAt(t *testing.T) {
+	b := newEarnedBudget(0.2, 2)
+	for range 19 {
+		b.DepositAt(time.Now())
+	}
+	if b.WithdrawAfterTimeout() {
+		t.Fatal("19 successes in the last second paid for a timeout's retry; it takes 20")
+	}
+	b = newEarnedBudget(0.2, 2)
+	for range 20 {
+		b.DepositAt(time.Now())
+	}
+	if !b.WithdrawAfterTimeout() || b.WithdrawAfterTimeout() {
+		t.Fatal("20 successes in the last second should pay for exactly one timeout's retry")
+	}
+	// Deposits dated more than a second after the budget's start have
+	// expired once its clock gets there: the window follows the time given.
+	b = newEarnedBudget(0.2, 2)
+	for range 20 {
+		b.DepositAt(b.recent.start.Add(-2 * time.Second))
+	}
+	if b.WithdrawAfterTimeout() {
+		t.Fatal("deposits dated two seconds before now paid for a timeout's retry")
+	}
+}
