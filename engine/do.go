@@ -58,7 +58,7 @@ func do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
 		d := operation.Detach(ctx)
 		hooks = &d
 	}
-	v, err := run[T](ctx, hooks, e, o, f, rep)
+	v, err := run[T](ctx, hooks, e, o, f)
 	return v, rep, err
 }
 

@@ -114,7 +114,7 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 	o.signals = e.signals.Covers(req)
 	var hooks context.Context = req.Context() // what hooks get: detached, if any hook needs it
 	if e.detach {
-		x := o.cold()
+		x := o.rareState()
 		x.outside = operation.Detach(req.Context())
 		hooks = &x.outside
 	}
@@ -129,7 +129,7 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 		// their own, composed with the operation's (the rarer way). Each
 		// attempt's context, which the caller may keep, then reaches both:
 		// neither goes back to the pool.
-		x := o.cold()
+		x := o.rareState()
 		x.trace = wire.GetTrace()
 		x.trace.Unpooled()
 		op.Trace().Unpooled()
@@ -148,7 +148,7 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 				r.GetBody = rp.GetBody // a hedge below, and net/http's own resends, replay it too
 			}
 			req, o.req = r, r
-			o.cold().rp = rp
+			o.rareState().rp = rp
 		}
 	}
 	f := facts{
@@ -162,7 +162,7 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 	if e.p.Timeout > 0 {
 		f.deadline = o.deadline(e.p.Timeout)
 	}
-	resp, err := run[*http.Response](req.Context(), hooks, e, o, f, nil)
+	resp, err := run[*http.Response](req.Context(), hooks, e, o, f)
 	// The cheap checks first: most operations push nothing back (an
 	// operation that made no report ended after one attempt, at its
 	// decision), and finding the inbound state walks the context chain.
@@ -250,7 +250,7 @@ func (t *transport) CloseIdleConnections() {
 
 // httpOp is one request under the retry loop, and what its layer tells
 // the layers below: what every operation needs, in one allocation, and
-// what few need in another, made when first needed (cold). It holds as few
+// what few need in another, made when first needed (rareState). It holds as few
 // pointers as it can: the collector scans each one.
 type httpOp struct {
 	t         *transport
@@ -262,15 +262,15 @@ type httpOp struct {
 	compose   bool                   // each attempt composes o's trace with the operation's
 	signals   bool                   // o speaks the cross-layer protocol with the request's host
 	replayed  bool                   // the final answer is marked Idempotent-Replayed
-	x         *httpCold              // nil until needed
+	rare      *httpRare              // nil until needed
 	rep       atomic.Pointer[Report] // made when first asked for (report)
 	settled   settledFacts           // the facts of an operation that made no report while it ran
 	owner     operation.Owner        // what the layers below read, when o owns the operation
 	body      wire.Watched[*httpOp]  // the returned response's Body
 }
 
-// httpCold is what an operation needs only on its rarer paths.
-type httpCold struct {
+// httpRare is what an operation needs only on its rarer paths.
+type httpRare struct {
 	trace   *wire.Trace       // o's own, when it does not own the operation (compose)
 	rp      *wire.Replay      // the body's replay, when it has no GetBody
 	carried []carriedCookie   // Set-Cookie lines of discarded responses, for the final one
@@ -278,30 +278,30 @@ type httpCold struct {
 	final   finalDeadlines    // what bounds the returned body until it is done, when something does but the caller
 }
 
-// cold returns o's cold part, made if need be. Only the goroutine running
-// the operation's loop makes it.
-func (o *httpOp) cold() *httpCold {
-	if o.x == nil {
-		o.x = new(httpCold)
+// rareState returns o's rare part, made if need be. Only the goroutine
+// running the operation's loop makes it.
+func (o *httpOp) rareState() *httpRare {
+	if o.rare == nil {
+		o.rare = new(httpRare)
 	}
-	return o.x
+	return o.rare
 }
 
 // wireTrace is the trace o's attempts are watched with: the operation's,
 // or o's own when it does not own the operation.
 func (o *httpOp) wireTrace() *wire.Trace {
 	if o.compose {
-		return o.x.trace
+		return o.rare.trace
 	}
 	return o.operation.Trace()
 }
 
 // replay is the body's replay, or nil.
 func (o *httpOp) replay() *wire.Replay {
-	if o.x == nil {
+	if o.rare == nil {
 		return nil
 	}
-	return o.x.rp
+	return o.rare.rp
 }
 
 // Budget implements operation.OwnerLayer.
@@ -460,8 +460,8 @@ func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error)
 		}
 	}
 	if err == nil && resp.StatusCode == http.StatusUnauthorized && o.e.refreshAuth != nil && !o.refreshed && n < o.e.p.MaxAttempts {
-		o.refreshed = true                              // once per operation: a refresh that does not help is not retried
-		if o.e.refreshAuth(&o.x.outside, resp) == nil { // e.detach: made in roundTrip
+		o.refreshed = true                                 // once per operation: a refresh that does not help is not retried
+		if o.e.refreshAuth(&o.rare.outside, resp) == nil { // e.detach: made in roundTrip
 			return policy.Retry(causeAuth)
 		}
 	}
@@ -502,7 +502,7 @@ func (o *httpOp) cookies(resp *http.Response) (lost []string) {
 		// stores what the final response carries (RFC 6265: a user agent
 		// stores the cookies of every response it receives).
 		host := hostOf(resp)
-		x := o.cold()
+		x := o.rareState()
 		for _, line := range sc {
 			x.carried = append(x.carried, carriedCookie{line: line, host: host})
 		}
@@ -529,9 +529,9 @@ func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
 	// The caller's context is the request's, and the report o's: only
 	// what differs is kept.
 	if d.cancelOp != nil || d.cancelAt != nil {
-		o.cold().final = finalDeadlines{op: d.op, attempt: d.attempt, cancelOp: d.cancelOp, cancelAt: d.cancelAt}
+		o.rareState().final = finalDeadlines{op: d.op, attempt: d.attempt, cancelOp: d.cancelOp, cancelAt: d.cancelAt}
 	}
-	if x := o.x; x != nil && len(x.carried) > 0 {
+	if x := o.rare; x != nil && len(x.carried) > 0 {
 		// The discarded responses' cookies first: the final response's own
 		// come after them, and win. Only those of the final response's
 		// host: the Client's jar stores them for its URL (a Prepare may
@@ -579,7 +579,7 @@ type finalDeadlines struct {
 func (o *httpOp) BodyDone(err error) error {
 	caller := o.req.Context()
 	d := deadlines{caller: caller, op: caller, attempt: caller}
-	if x := o.x; x != nil && x.final.op != nil {
+	if x := o.rare; x != nil && x.final.op != nil {
 		f := &x.final
 		d.op, d.attempt, d.cancelOp, d.cancelAt = f.op, f.attempt, f.cancelOp, f.cancelAt
 	}
@@ -613,12 +613,13 @@ type settledFacts struct {
 var settledStops = [...]policy.StopReason{policy.StopSuccess, policy.StopNonRetryable, policy.StopNotIdempotent}
 
 // settle implements loopOp: it keeps a's facts, unless its stop is not
-// one of settledStops or a count outgrows its room (then the loop makes
-// the report).
+// one of settledStops, a count outgrows its room, or someone asked for the
+// report while the operation ran (a classifier, a layer below): then the
+// loop fills in the report.
 func (o *httpOp) settle(a AttemptRecord, elapsed time.Duration) bool {
 	const most = 1<<16 - 1
 	code := slices.Index(settledStops[:], a.Decision.Stop) + 1
-	if code == 0 || a.Transparent > most || a.Hedges > most || a.Redirects > most || a.Resend > 1<<31-1 || a.Status > 1<<31-1 {
+	if code == 0 || o.rep.Load() != nil || a.Transparent > most || a.Hedges > most || a.Redirects > most || a.Resend > 1<<31-1 || a.Status > 1<<31-1 {
 		return false
 	}
 	o.settled = settledFacts{elapsed: elapsed, status: int32(a.Status), resend: int32(a.Resend), transparent: uint16(a.Transparent),
@@ -712,7 +713,7 @@ func (o *httpOp) replayErr() error {
 // uncarried names the cookies of the discarded responses that no final
 // response will carry.
 func (o *httpOp) uncarried() []string {
-	x := o.x
+	x := o.rare
 	if x == nil {
 		return nil
 	}

@@ -25,7 +25,7 @@ type Report struct {
 	Fallbacks    int               // fallbacks run (Op.Fallback)
 	Attempts     []AttemptRecord   // one per attempt, in order (one refused by a breaker below included, not sent)
 	PlannedWaits []time.Duration   // the wait planned before each retry
-	Elapsed      time.Duration     // from the start of the operation to its end (its last attempt decided, or its return)
+	Elapsed      time.Duration     // from the start of the operation to its end
 	Stop         policy.StopReason // why the operation ended
 	Pitfalls     []Pitfall         // the pitfalls that fired, in order
 	// Replayed: the final answer is one the server stored for an earlier

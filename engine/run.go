@@ -59,8 +59,9 @@ type loopOp[T any] interface {
 	// settle keeps, instead of a report, the facts of an operation that
 	// ended after one attempt whose decision is its stop, with no pitfall
 	// nor hook to tell: report makes them a report when asked. (The loop
-	// settles only an operation whose report it never made.)
-	// It returns false when it cannot keep them.
+	// settles only an operation whose report it never made.) It returns
+	// false when it does not keep them (a report was made meanwhile, by
+	// someone who asked): the loop then fills in the report.
 	settle(first AttemptRecord, elapsed time.Duration) bool
 	// paced is the host the next attempt goes to (key: the host held,
 	// wire.HostKey; host and port: as the spans name the server) and
@@ -164,7 +165,7 @@ type loop[T any] struct {
 	op     context.Context // caller, bounded by Policy.Timeout
 	cancel context.CancelFunc
 	start  time.Duration // since epoch: the monotonic clock alone, cheaper than Now
-	ended  time.Duration // since epoch, when read as the last attempt was decided; 0: not yet
+	ended  time.Duration // since epoch, read when an attempt's decision ended the operation; 0: not yet
 
 	first     AttemptRecord // the first attempt's record, until a report is made
 	firstHeld bool          // first is set, and in no report
@@ -203,10 +204,10 @@ func (l *loop[T]) inFlight(stop policy.StopReason, polling bool) policy.StopReas
 // reads the monotonic clock alone.
 var epoch = time.Now()
 
-// run runs o to its end under e's policy; the hooks get hookCtx. rep is
-// the report to fill in, or nil: the loop asks o for one when it needs it.
-func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts, rep *Report) (T, error) {
-	l := loop[T]{e: e, o: o, f: f, rep: rep, caller: ctx, hooks: hookCtx, op: ctx, start: time.Since(epoch)}
+// run runs o to its end under e's policy; the hooks get hookCtx. The loop
+// asks o for its report when it needs one (loopOp.report).
+func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts) (T, error) {
+	l := loop[T]{e: e, o: o, f: f, caller: ctx, hooks: hookCtx, op: ctx, start: time.Since(epoch)}
 	if e.p.Timeout > 0 {
 		l.op, l.cancel = context.WithDeadline(ctx, f.deadline)
 	}
@@ -302,7 +303,7 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 		dec = l.o.decide(n, v, info, err)
 	}
 	if !dec.Retry && dec.Stop == "" { // a classifier's zero Decision, or a refusal that names none
-		dec = settled(info, err)
+		dec = plainStop(info, err)
 	}
 	overruled := false
 	if err != nil {
@@ -315,13 +316,15 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 			dec, overruled = policy.Stop(stop), true
 		}
 	}
+	if !dec.Retry {
+		// The operation ends with this decision: its end is read now,
+		// once, for the report and the budget.
+		l.ended = time.Since(epoch)
+	}
 	if !dec.Retry && !overruled && !refused && e.p.Budget != nil && dec.Stop != policy.StopPushback {
 		// A request that needed no retry; not a refusal (nothing was
-		// sent) nor a pushback (an overload answer, not a success). The
-		// operation ends with this decision: its end is read now, once
-		// for the budget and the report.
+		// sent) nor a pushback (an overload answer, not a success).
 		if b, ok := e.p.Budget.(depositAt); ok {
-			l.ended = time.Since(epoch)
 			b.DepositAt(epoch.Add(l.ended))
 		} else {
 			e.p.Budget.Deposit()
@@ -468,10 +471,10 @@ func (l *loop[T]) retry(n int, v T, info attemptInfo, err error, dec policy.Deci
 	return e.sleep(l.op, wait)
 }
 
-// settled makes a decision that neither retries nor names a stop (a
+// plainStop makes a decision that neither retries nor names a stop (a
 // classifier's zero Decision) a stop: without one the loop would resend
 // forever, outside every limit.
-func settled(info attemptInfo, err error) policy.Decision {
+func plainStop(info attemptInfo, err error) policy.Decision {
 	if err != nil || info.status >= 400 {
 		return policy.Stop(policy.StopNonRetryable)
 	}

@@ -21,7 +21,9 @@ import (
 // Refund(), as NewEarnedBudget's has: the engine then pays for the retry
 // of an unkeyed attempt that timed out with WithdrawAfterTimeout instead
 // of Withdraw, and calls Refund when a retry that Withdraw paid for
-// succeeds.
+// succeeds. With a method DepositAt(now time.Time) it calls that instead of
+// Deposit, with the time it has just read as the request ended (with a
+// monotonic reading), so that the budget need not read the clock again.
 type Budget interface {
 	Deposit()
 	Withdraw() bool
@@ -168,13 +170,15 @@ func (b *tpsBudget) expire() {
 
 // expireAt is expire at now, in nanoseconds since start.
 func (b *tpsBudget) expireAt(now int64) {
-	if d := now - b.genAt.Load(); d >= 0 && d < int64(b.window) {
+	// A reading a little older than the window's start (taken before
+	// another goroutine moved the window on) counts in the current window.
+	if d := now - b.genAt.Load(); d > -int64(b.window) && d < int64(b.window) {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	diff := time.Duration(now - b.genAt.Load())
-	if diff < 0 {
+	if diff <= -b.window {
 		// A clock that went back (an injected one: time.Since is
 		// monotonic): the current window starts again now, instead of
 		// holding every deposit until the clock catches up.

@@ -421,13 +421,33 @@ func TestEarnedBudgetDepositAt(t *testing.T) {
 	if !b.WithdrawAfterTimeout() || b.WithdrawAfterTimeout() {
 		t.Fatal("20 successes in the last second should pay for exactly one timeout's retry")
 	}
-	// Deposits dated more than a second after the budget's start have
-	// expired once its clock gets there: the window follows the time given.
+	// Deposits dated two seconds before the budget's start (a clock
+	// reading taken earlier) have expired by now: the window follows the
+	// time given, not the time of the call.
 	b = newEarnedBudget(0.2, 2)
 	for range 20 {
 		b.DepositAt(b.recent.start.Add(-2 * time.Second))
 	}
 	if b.WithdrawAfterTimeout() {
 		t.Fatal("deposits dated two seconds before now paid for a timeout's retry")
+	}
+}
+
+// A reading a little older than the window's start (taken before another
+// goroutine moved the window on) counts in the current window: it moves
+// nothing back, and takes no lock.
+func TestBudgetOlderReadingCountsInTheWindow(t *testing.T) {
+	b := newTPSBudget(10*time.Second, 0, 0.2)
+	now := manual(b)
+	*now = 5500 * time.Millisecond
+	b.Deposit() // moves the window on: it starts at 5.5 s
+	start := b.genAt.Load()
+	b.expireAt(int64(5400 * time.Millisecond)) // read 100 ms before that
+	if b.genAt.Load() != start {
+		t.Fatalf("an older reading moved the window's start from %v to %v", time.Duration(start), time.Duration(b.genAt.Load()))
+	}
+	b.expireAt(int64(3 * time.Second)) // a clock that went back by more than a window starts it again
+	if b.genAt.Load() != int64(3*time.Second) {
+		t.Fatalf("a clock back by 2.5 s: window starts at %v, want 3s", time.Duration(b.genAt.Load()))
 	}
 }

@@ -25,14 +25,14 @@ import (
 // allocation with the request copy that carries it (Started), so what
 // most operations never use waits in rare.
 type Operation struct {
-	sends   atomic.Int32
-	flags   atomic.Uint32 // flagEnded, flagCounted
-	trace   *wire.Trace
-	discard atomic.Pointer[DiscardObserver] // a hedge above runs the layers below on several goroutines
-	owner   atomic.Pointer[Owner]
-	last    atomic.Pointer[Owner]
-	rare    atomic.Pointer[rare]  // nil until needed
-	start   atomic.Pointer[Owner] // the state of the stack's outermost retry layer, allocated with the operation (a Starter's), until that layer takes it
+	sends    atomic.Int32
+	flags    atomic.Uint32 // flagEnded, flagCounted
+	trace    *wire.Trace
+	discard  atomic.Pointer[DiscardObserver] // a hedge above runs the layers below on several goroutines
+	owner    atomic.Pointer[Owner]
+	last     atomic.Pointer[Owner]
+	rare     atomic.Pointer[rare]  // nil until needed
+	reserved atomic.Pointer[Owner] // the state of the stack's outermost retry layer, allocated with the operation (a Starter's), until that layer takes it (Reserve, Take)
 
 	mu       sync.Mutex    // what follows, and rare's key and observers
 	deadline time.Duration // the total deadline, as an offset from epoch; fixed by the first retry layer with one
@@ -144,7 +144,7 @@ func (o *Operation) AddObserver(x any) {
 		return
 	}
 	r := o.rareLocked()
-	r.more = append(r.more[:len(r.more):len(r.more)], x) // a new array: a reader keeps the slice it loaded
+	r.more = append(r.more, x) // past what a reader loaded: it never sees the slot written
 }
 
 // Observed reports whether the operation has an observer.
@@ -363,15 +363,15 @@ type Starter interface {
 
 // Reserve keeps w, the state of a Starter allocated with the operation,
 // for that layer's RoundTrip to Take.
-func (o *Operation) Reserve(w *Owner) { o.start.Store(w) }
+func (o *Operation) Reserve(w *Owner) { o.reserved.Store(w) }
 
 // Take returns what Reserve kept and forgets it, or nil: once, whichever
 // of the layer's RoundTrips asks first (a hedge above it runs several).
 func (o *Operation) Take() *Owner {
-	if o.start.Load() == nil {
+	if o.reserved.Load() == nil {
 		return nil
 	}
-	return o.start.Swap(nil)
+	return o.reserved.Swap(nil)
 }
 
 // A Member is a layer that needs to know it is inside a Stack: one used

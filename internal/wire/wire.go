@@ -139,8 +139,8 @@ type Watcher interface {
 
 // Watched is a response body that tells its Watcher when it is done: the
 // one "when the body is done" wrapper of the module, meant to sit in its
-// watcher's own allocation (W is the watcher's type: a pointer, a word
-// rather than an interface's two). Close may come while a Read is
+// watcher's own allocation (W is the watcher's type, a pointer or a func:
+// one word rather than an interface's two). Close may come while a Read is
 // blocked (a stalled drain), so the ending is guarded.
 type Watched[W Watcher] struct {
 	rc    io.ReadCloser

@@ -1,0 +1,5 @@
+//go:build !race
+
+package operation
+
+const raceDetector = false
