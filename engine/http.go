@@ -105,7 +105,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // roundTrip runs the operation's hop through the retry loop.
-func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Response, error) {
+func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (resp *http.Response, err error) {
 	e := o.t.e.pick(req)
 	if e.p.IdempotencyKeys && !policy.Idempotent(req) {
 		req = withKey(req, op)
@@ -119,11 +119,11 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 		hooks = &x.outside
 	}
 
-	if op.Claim(&o.owner) {
+	if prev, ok := op.Claim(&o.owner); ok {
 		// The operation's retry layer: the layers below read its attempt
 		// and budget (middleware.Operation), and its attempts go out under
 		// the operation's context and trace, as they came.
-		defer op.Unclaim(&o.owner)
+		defer func() { op.Unclaim(&o.owner, prev, err == nil) }()
 	} else {
 		// A retry layer inside another: its attempts need a trace of
 		// their own, composed with the operation's (the rarer way). Each
@@ -162,7 +162,7 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (*http.Re
 	if e.p.Timeout > 0 {
 		f.deadline = o.deadline(e.p.Timeout)
 	}
-	resp, err := run[*http.Response](req.Context(), hooks, e, o, f)
+	resp, err = run[*http.Response](req.Context(), hooks, e, o, f)
 	// The cheap checks first: most operations push nothing back (an
 	// operation that made no report ended after one attempt, at its
 	// decision), and finding the inbound state walks the context chain.

@@ -98,19 +98,29 @@ func (w *Owner) TimeoutHeader() string {
 	return w.Layer.TimeoutHeader()
 }
 
-// Claim makes w the operation's owner unless a retry layer (an outer one)
-// owns it; it returns whether w owns it, and then the caller calls
-// Unclaim when its RoundTrip returns.
-func (o *Operation) Claim(w *Owner) bool {
+// Claim makes w the operation's owner, and its last, unless a retry layer
+// (an outer one) owns it; it returns whether w owns it and, if so, the
+// last owner before it, which the caller hands to Unclaim when its
+// RoundTrip returns.
+func (o *Operation) Claim(w *Owner) (prev *Owner, ok bool) {
 	if !o.owner.CompareAndSwap(nil, w) {
-		return false
+		return nil, false
 	}
-	o.last.Store(w)
-	return true
+	return o.last.Swap(w), true
 }
 
-// Unclaim ends w's ownership; w stays the operation's last owner.
-func (o *Operation) Unclaim(w *Owner) { o.owner.CompareAndSwap(w, nil) }
+// Unclaim ends w's ownership. w stays the operation's last owner if it
+// handed a response back (answered); one that failed gives that place back
+// to prev, whose response (a redirect hop's, or the send of a hedge above
+// that won while a later send was still on its way here) is the one the
+// caller may hold: ResultOf must find that one's state, not the state of
+// a send that came late and failed.
+func (o *Operation) Unclaim(w, prev *Owner, answered bool) {
+	o.owner.CompareAndSwap(w, nil)
+	if !answered && prev != nil {
+		o.last.CompareAndSwap(w, prev)
+	}
+}
 
 // Owner is the retry layer owning the operation now, or nil.
 func (o *Operation) Owner() *Owner { return o.owner.Load() }
