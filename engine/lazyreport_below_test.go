@@ -19,10 +19,7 @@ import (
 func TestReportAskedFromBelowKeepsItsFacts(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
-	e, err := New(Config{Policy: policy.Default()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustNew(t, Config{Policy: policy.Default()})
 	logger := middleware.Layer{Name: "logger", Wrap: func(next http.RoundTripper) http.RoundTripper {
 		return middleware.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			resp, err := next.RoundTrip(r)
@@ -32,11 +29,7 @@ func TestReportAskedFromBelowKeepsItsFacts(t *testing.T) {
 			return resp, err
 		})
 	}}
-	s, _ := middleware.NewStack(e.Layer(), logger)
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: s.Then(tr)}
-	resp, err := c.Get(srv.URL)
+	resp, err := stackClient(t, e.Layer(), logger).Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,15 +54,7 @@ func TestClassifierAskingTheReportKeepsItsFacts(t *testing.T) {
 		}
 		return inner(a)
 	}
-	e, err := New(Config{Policy: p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := middleware.NewStack(e.Layer())
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: s.Then(tr)}
-	resp, err := c.Get(srv.URL)
+	resp, err := stackClient(t, mustNew(t, Config{Policy: p}).Layer()).Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,14 +37,7 @@ func TestReportMadeWhenAskedIsTheWholeReport(t *testing.T) {
 				if hooked {
 					cfg.Hooks.OnAttempt = func(Event) {}
 				}
-				e, err := New(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				s, _ := middleware.NewStack(e.Layer())
-				c := &http.Client{Transport: s.Then(&http.Transport{})}
-				defer c.CloseIdleConnections()
-				resp, err := c.Get(srv.URL + path)
+				resp, err := stackClient(t, mustNew(t, cfg).Layer()).Get(srv.URL + path)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -85,14 +78,7 @@ func TestUnsettledStopMakesTheReport(t *testing.T) {
 	defer srv.Close()
 	p := policy.Default()
 	p.Classify = func(policy.Attempt) policy.Decision { return policy.Stop("mine") }
-	e, err := New(Config{Policy: p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := middleware.NewStack(e.Layer())
-	c := &http.Client{Transport: s.Then(&http.Transport{})}
-	defer c.CloseIdleConnections()
-	resp, err := c.Get(srv.URL)
+	resp, err := stackClient(t, mustNew(t, Config{Policy: p}).Layer()).Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +90,25 @@ func TestUnsettledStopMakesTheReport(t *testing.T) {
 	if rep := ReportOf(resp); rep.Stop != "mine" || len(rep.Attempts) != 1 || rep.Attempts[0].Decision.Stop != "mine" {
 		t.Fatalf("report %v", rep)
 	}
+}
+
+// mustNew is New(cfg), or fails t.
+func mustNew(t *testing.T, cfg Config) *Engine {
+	t.Helper()
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// stackClient is a client that sends through a Stack of layers over a
+// transport of its own, whose idle connections close when t ends.
+func stackClient(t *testing.T, layers ...middleware.Layer) *http.Client {
+	t.Helper()
+	c := &http.Client{Transport: mustStack(t, layers...).Then(&http.Transport{})}
+	t.Cleanup(c.CloseIdleConnections)
+	return c
 }
 
 func ownerOp(t *testing.T, resp *http.Response) *httpOp {
@@ -125,10 +130,7 @@ func TestSettledReportSeesTheBodyFail(t *testing.T) {
 	}))
 	defer srv.Close()
 	for _, askFirst := range []bool{false, true} {
-		e, _ := New(Config{Policy: policy.Default()})
-		s, _ := middleware.NewStack(e.Layer())
-		c := &http.Client{Transport: s.Then(&http.Transport{})}
-		resp, err := c.Get(srv.URL)
+		resp, err := stackClient(t, mustNew(t, Config{Policy: policy.Default()}).Layer()).Get(srv.URL)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +149,6 @@ func TestSettledReportSeesTheBodyFail(t *testing.T) {
 		_, rerr := io.Copy(io.Discard, resp.Body)
 		wg.Wait()
 		resp.Body.Close()
-		c.CloseIdleConnections()
 		var ee *Error
 		if !errors.As(rerr, &ee) {
 			t.Fatalf("read error %v, want an *Error", rerr)

@@ -106,11 +106,14 @@ func newTPSBudget(ttl time.Duration, minPerSec int, ratio float64) *tpsBudget {
 }
 
 // Deposit records a request that needed no retry.
-func (b *tpsBudget) Deposit() {
+func (b *tpsBudget) Deposit() { b.depositAt(time.Time{}) }
+
+// depositAt is Deposit at t (the zero Time: now).
+func (b *tpsBudget) depositAt(t time.Time) {
 	if b.unlimited() {
 		return
 	}
-	b.expire()
+	b.expireAt(b.now(t))
 	b.writer.Add(b.deposit)
 }
 
@@ -160,12 +163,19 @@ func (b *tpsBudget) balance() int64 {
 
 // expire commits the current window and clears the slots that have aged
 // past ttl, once a window has gone by.
-func (b *tpsBudget) expire() {
-	if b.since != nil {
-		b.expireAt(int64(b.since(b.start)))
-		return
+func (b *tpsBudget) expire() { b.expireAt(b.now(time.Time{})) }
+
+// now is the budget's time, in nanoseconds since start: read from the
+// clock, or t when given (a reading of the caller's, monotonic); a test's
+// clock wins over both.
+func (b *tpsBudget) now(t time.Time) int64 {
+	switch {
+	case b.since != nil:
+		return int64(b.since(b.start))
+	case !t.IsZero():
+		return int64(t.Sub(b.start))
 	}
-	b.expireAt(int64(time.Since(b.start)))
+	return int64(time.Since(b.start))
 }
 
 // expireAt is expire at now, in nanoseconds since start.
@@ -281,13 +291,7 @@ func (b *earnedBudget) Deposit() {
 // carry a monotonic reading, as time.Now's does.
 func (b *earnedBudget) DepositAt(now time.Time) {
 	b.add(b.earn)
-	r := b.recent
-	if r.since != nil {
-		r.expire() // a test's clock
-	} else {
-		r.expireAt(int64(now.Sub(r.start)))
-	}
-	r.writer.Add(r.deposit)
+	b.recent.depositAt(now)
 }
 
 // add puts credit into the stock, up to the burst.

@@ -193,12 +193,12 @@ func (o *Operation) DeadlineSet() (time.Time, bool) {
 // Key returns the Idempotency-Key a retry layer made for the operation,
 // or "".
 func (o *Operation) Key() string {
-	if o.rare.Load() == nil {
-		return ""
-	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.rare.Load().key
+	if r := o.rare.Load(); r != nil {
+		return r.key
+	}
+	return ""
 }
 
 // A DiscardObserver sees each response a retry layer below it throws away,
