@@ -50,14 +50,36 @@ func TestFleetRowsAt600(t *testing.T) {
 	}
 	code, out, stderr := runLab(t, "-run", `^fleet/(defaults-1-client|defaults-100-clients|defaults-1000-clients|small-clients-keep-retrying)$`)
 	if code != 0 || !strings.HasSuffix(out, "\n4/4 scenarios reproduce\n") {
-		t.Fatalf("exit %d, stderr %q, output:\n%s", code, stderr, out)
+		t.Fatalf("exit %d, stderr %q, rows that do not reproduce:\n%s\nthe whole output:\n%s", code, stderr, failedRows(out), out)
 	}
+}
+
+// failedRows is the table's rows marked ✗, each with the lines under it,
+// so that a failure's first lines name the row even where a CI log keeps
+// only the start and the end of a long output.
+func failedRows(out string) string {
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(out, "\n") {
+		fields := strings.Fields(line)
+		row := strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") && strings.Contains(fields[0], "/")
+		switch {
+		case row && strings.Contains(line, " ✗"):
+			in = true
+		case row || line == "":
+			in = false
+		}
+		if in {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }
 
 func TestDefaultRunReproducesEveryRow(t *testing.T) {
 	code, out, stderr := runLab(t, "-run", testRun())
 	if code != 0 {
-		t.Fatalf("exit %d, stderr %q, output:\n%s", code, stderr, out)
+		t.Fatalf("exit %d, stderr %q, rows that do not reproduce:\n%s\nthe whole output:\n%s", code, stderr, failedRows(out), out)
 	}
 	n := len(seedIDs())
 	want := fmt.Sprintf("\n%d/%d scenarios reproduce\n", n, n)

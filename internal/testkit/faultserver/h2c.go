@@ -41,6 +41,13 @@ const (
 	// RST_STREAM(INTERNAL_ERROR): what a reverse proxy sends when its
 	// upstream fails. The request may have been processed.
 	H2ResetInternalError
+	// H2RefuseAfterBody sends RST_STREAM(REFUSED_STREAM) when the request's
+	// first DATA frame arrives (at once if it has no body): not processed,
+	// as with H2Refuse, but the client has begun to read the body by then,
+	// so only a body it can make again (GetBody) is resent. With H2Refuse
+	// that depends on whether the client's writer read the body before it
+	// saw the refusal: net/http resends a body it has not begun to read.
+	H2RefuseAfterBody
 )
 
 // String returns the fault's short name, e.g. "refuse"; values outside the
@@ -59,6 +66,8 @@ func (f H2Fault) String() string {
 		return "reset-protocol-error"
 	case H2ResetInternalError:
 		return "reset-internal-error"
+	case H2RefuseAfterBody:
+		return "refuse-after-body"
 	}
 	return "H2Fault(" + strconv.Itoa(int(f)) + ")"
 }
@@ -295,7 +304,7 @@ func (hc *h2conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	if seq <= len(s.faults) {
 		fault = s.faults[seq-1]
 	}
-	if fault < H2Serve || fault > H2ResetInternalError {
+	if fault < H2Serve || fault > H2RefuseAfterBody {
 		fault = H2Serve
 	}
 	s.log = append(s.log, H2Stream{
@@ -309,10 +318,10 @@ func (hc *h2conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	s.mu.Unlock()
 	st := &h2stream{idx: seq - 1, fault: fault}
 
-	switch fault {
-	case H2Refuse:
+	switch {
+	case fault == H2Refuse, fault == H2RefuseAfterBody && f.StreamEnded():
 		return hc.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
-	case H2GoAway:
+	case fault == H2GoAway:
 		var last uint32
 		if id > 2 {
 			last = id - 2
@@ -342,6 +351,10 @@ func (hc *h2conn) onData(f *http2.DataFrame) error {
 		hc.s.mu.Lock()
 		hc.s.log[st.idx].BodyBytes += int64(size)
 		hc.s.mu.Unlock()
+	}
+	if st.fault == H2RefuseAfterBody {
+		delete(hc.streams, f.StreamID)
+		return hc.fr.WriteRSTStream(f.StreamID, http2.ErrCodeRefusedStream)
 	}
 	if f.StreamEnded() {
 		return hc.complete(f.StreamID, st)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,6 +66,7 @@ func TestH2FaultString(t *testing.T) {
 		{H2GoAwayProcessed, "goaway-processed"},
 		{H2ResetProtocolError, "reset-protocol-error"},
 		{H2ResetInternalError, "reset-internal-error"},
+		{H2RefuseAfterBody, "refuse-after-body"},
 		{H2Fault(42), "H2Fault(42)"},
 	}
 	for _, tt := range tests {
@@ -271,6 +273,70 @@ func TestH2RefuseNonReplayableBody(t *testing.T) {
 	}
 }
 
+// TestH2RefuseAfterBody: a refusal that waits for the body's first bytes
+// leaves net/http no choice, whatever the timing: a body without GetBody
+// has been read, so it is not resent; one with GetBody is. A GET, with no
+// body, is refused at its HEADERS and resent.
+func TestH2RefuseAfterBody(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		body    func() io.Reader // nil: a GET
+		getBody bool             // a GetBody that works until the body is read (a replay buffer that keeps nothing)
+		wantErr bool
+		streams int
+	}{
+		{"streaming POST", func() io.Reader { return io.NopCloser(strings.NewReader("stream")) }, false, true, 1},
+		{"streaming POST, GetBody until read", func() io.Reader { return &readOnce{r: strings.NewReader("stream")} }, true, true, 1},
+		{"POST with GetBody", func() io.Reader { return strings.NewReader("bytes") }, false, false, 2},
+		{"GET", nil, false, false, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			s := startH2(t, H2RefuseAfterBody)
+			defer s.Close()
+			client, tr := newH2Client()
+			defer tr.CloseIdleConnections()
+			method, body := "GET", io.Reader(nil)
+			if tt.body != nil {
+				method, body = "POST", tt.body()
+			}
+			req, err := http.NewRequest(method, s.URL()+"/", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.getBody {
+				ro := body.(*readOnce)
+				req.GetBody = func() (io.ReadCloser, error) {
+					if ro.read.Load() {
+						return nil, errors.New("read already")
+					}
+					return io.NopCloser(strings.NewReader("stream")), nil
+				}
+			}
+			status, _, err := do(client, req)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("status %d, error %v; want an error: %v", status, err, tt.wantErr)
+			}
+			log := s.Log()
+			if len(log) != tt.streams || log[0].Fault != H2RefuseAfterBody {
+				t.Fatalf("log %+v: want %d streams, the first refused after its body", log, tt.streams)
+			}
+			if tt.body != nil && log[0].BodyBytes == 0 {
+				t.Errorf("refused stream's BodyBytes 0: refused before the body arrived")
+			}
+		})
+	}
+}
+
+// readOnce is a body that remembers it was read.
+type readOnce struct {
+	r    io.Reader
+	read atomic.Bool
+}
+
+func (b *readOnce) Read(p []byte) (int, error) { b.read.Store(true); return b.r.Read(p) }
+func (b *readOnce) Close() error               { return nil }
+
 // TestH2FaultsCountAcrossConns: fault indexes are global arrival order, not
 // per connection.
 func TestH2FaultsCountAcrossConns(t *testing.T) {
@@ -450,6 +516,7 @@ func TestH2Frames(t *testing.T) {
 		{H2GoAway, []string{"GOAWAY last=3 NO_ERROR", "EOF"}},
 		{H2GoAwayProcessed, []string{"GOAWAY last=5 NO_ERROR", "EOF"}},
 		{H2ResetProtocolError, []string{"RST_STREAM PROTOCOL_ERROR"}},
+		{H2RefuseAfterBody, []string{"RST_STREAM REFUSED_STREAM"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.fault.String(), func(t *testing.T) {
