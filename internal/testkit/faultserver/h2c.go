@@ -318,10 +318,10 @@ func (hc *h2conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	s.mu.Unlock()
 	st := &h2stream{idx: seq - 1, fault: fault}
 
-	switch {
-	case fault == H2Refuse, fault == H2RefuseAfterBody && f.StreamEnded():
+	switch fault {
+	case H2Refuse:
 		return hc.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
-	case fault == H2GoAway:
+	case H2GoAway:
 		var last uint32
 		if id > 2 {
 			last = id - 2
@@ -369,6 +369,8 @@ func (hc *h2conn) onData(f *http2.DataFrame) error {
 func (hc *h2conn) complete(id uint32, st *h2stream) error {
 	delete(hc.streams, id)
 	switch st.fault {
+	case H2RefuseAfterBody: // no DATA came: no body, or trailers only
+		return hc.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
 	case H2GoAwayProcessed:
 		return hc.goAway(id)
 	case H2ResetProtocolError:

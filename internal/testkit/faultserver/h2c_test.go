@@ -3,6 +3,7 @@ package faultserver
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"go/version"
 	"io"
 	"net"
@@ -323,6 +324,31 @@ func TestH2RefuseAfterBody(t *testing.T) {
 			}
 			if tt.body != nil && log[0].BodyBytes == 0 {
 				t.Errorf("refused stream's BodyBytes 0: refused before the body arrived")
+			}
+		})
+	}
+}
+
+// TestH2RefuseAfterBodyWithoutData: a stream that ends with no DATA frame,
+// at its HEADERS or with trailers only, is refused when it ends.
+func TestH2RefuseAfterBodyWithoutData(t *testing.T) {
+	for _, trailers := range []bool{false, true} {
+		t.Run(fmt.Sprintf("trailers=%v", trailers), func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			s := startH2(t, H2RefuseAfterBody)
+			defer s.Close()
+			rc := dialRaw(t, s)
+			defer rc.c.Close()
+			rc.headers(5, "/", !trailers)
+			if trailers {
+				rc.hbuf.Reset()
+				rc.henc.WriteField(hpack.HeaderField{Name: "x-trailer", Value: "1"})
+				if err := rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 5, BlockFragment: rc.hbuf.Bytes(), EndHeaders: true, EndStream: true}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := rc.next(); got != "RST_STREAM REFUSED_STREAM" {
+				t.Errorf("got %q, want the stream refused", got)
 			}
 		})
 	}
