@@ -119,8 +119,8 @@ func (o *funcOp[T]) uncarried() []string { return nil }
 
 func (o *funcOp[T]) report() *Report { return o.rep }
 
-// settle is never called: the loop settles only an operation it made no
-// report for, and Do's is made first.
+// settle keeps nothing: Do hands back its report, made before the loop
+// ran, so the loop fills that one in.
 func (o *funcOp[T]) settle(AttemptRecord, time.Duration) bool { return false }
 
 func (o *funcOp[T]) cookies(T) []string { return nil }

@@ -281,14 +281,12 @@ func newEarnedBudget(ratio float64, burst int) *earnedBudget {
 }
 
 // Deposit records a request that needed no retry.
-func (b *earnedBudget) Deposit() {
-	b.add(b.earn)
-	b.recent.Deposit()
-}
+func (b *earnedBudget) Deposit() { b.DepositAt(time.Time{}) }
 
 // DepositAt is Deposit when the caller has just read the clock (the
 // retry layer, as its attempt ends): one reading less a request. now must
-// carry a monotonic reading, as time.Now's does.
+// carry a monotonic reading, as time.Now's does; the zero Time reads the
+// clock.
 func (b *earnedBudget) DepositAt(now time.Time) {
 	b.add(b.earn)
 	b.recent.depositAt(now)
