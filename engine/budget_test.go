@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -77,8 +78,17 @@ func TestTimeoutRetryNeedsRecentSuccesses(t *testing.T) {
 
 	c := budgetClient(t, attemptTimeout)
 	rep, err := sendReport(t, c, "GET", srv.URL+"/stall-once")
-	if err == nil || rep == nil || rep.Stop != policy.StopBudgetExhausted || len(rep.Attempts) != 1 {
-		t.Fatalf("a new client's timeout: %v, report %+v; want one attempt, budget-exhausted", err, rep)
+	if err == nil || rep == nil || rep.Stop != policy.StopTimeoutNotRetried || len(rep.Attempts) != 1 {
+		t.Fatalf("a new client's timeout: %v, report %+v; want one attempt, timeout-not-retried", err, rep)
+	}
+	if slices.Contains(rep.Pitfalls, PitfallBudgetExhausted) {
+		t.Errorf("pitfalls %v: the budget had credit; its timeout rule refused", rep.Pitfalls)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "policy.Alone()") || !strings.Contains(msg, "Idempotency-Key") {
+		t.Errorf("error %q: want it to name policy.Alone() and an Idempotency-Key", msg)
+	}
+	if ne, ok := errors.AsType[net.Error](err); !ok || !ne.Timeout() {
+		t.Errorf("error %v: want a net.Error whose Timeout() is true", err)
 	}
 
 	srv2 := httptest.NewServer(&stallFirst{})

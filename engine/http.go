@@ -195,12 +195,13 @@ func newKey() string {
 
 // pushesBack reports whether an operation tells the caller of the service
 // it serves not to retry: it retried until a limit stopped it, its retry
-// budget is spent (a storm), or it was itself told not to retry. A layer
+// budget is spent (a storm) or keeps its timeouts from being retried (a
+// slow service), or it was itself told not to retry. A layer
 // that did not retry (one attempt allowed, a hint too long to wait) leaves
 // the choice to its caller.
 func pushesBack(rep *Report) bool {
 	switch rep.Stop {
-	case policy.StopBudgetExhausted, policy.StopPushback:
+	case policy.StopBudgetExhausted, policy.StopTimeoutNotRetried, policy.StopPushback:
 		return true
 	case policy.StopAttemptsExhausted, policy.StopWaitExceedsBudget:
 		return len(rep.Attempts) > 1

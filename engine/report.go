@@ -132,17 +132,25 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Report.Stop == policy.StopTimeoutNotRetried {
+		return fmt.Sprintf("engine: %s after %d attempt(s): %v (the budget retries a timed-out attempt only for a client with 20 successes in its last second, so that a fleet does not double a slow service's work: for a lone client use policy.Alone(); for a write, an Idempotency-Key makes the retry safe)", e.Report.Stop, len(e.Report.Attempts), e.Err)
+	}
 	return fmt.Sprintf("engine: %s after %d attempt(s): %v", e.Report.Stop, len(e.Report.Attempts), e.Err)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
 
 // Timeout reports whether the operation ran out of time: its Policy.Timeout,
-// its context's deadline or an attempt's timeout ended it. net/http's
+// its context's deadline or an attempt's timeout ended it (an attempt
+// that timed out and was not retried included). net/http's
 // url.Error asks this, so an http.Client.Timeout over a stack reads as a
 // timeout whichever clock fires first: net/http's timer or the context's.
 func (e *Error) Timeout() bool {
-	return e.Report.Stop == policy.StopDeadline || e.Report.Stop == policy.StopAttemptTimeout
+	switch e.Report.Stop {
+	case policy.StopDeadline, policy.StopAttemptTimeout, policy.StopTimeoutNotRetried:
+		return true
+	}
+	return false
 }
 
 // ExhaustedError is returned, when Config.FailOnExhausted is set, instead of
@@ -183,7 +191,10 @@ const (
 	// (reqwest's scope is checked only from the second retry on).
 	PitfallScopeLeak Pitfall = "scope-leak"
 	// PitfallBudgetExhausted: a retry was wanted but the client-wide budget
-	// was empty.
+	// had no credit for it (stop budget-exhausted). A timed-out attempt's
+	// retry that the budget keeps for clients with recent successes
+	// (policy.Default's fleet rule) is not this pitfall: its stop,
+	// timeout-not-retried, says why.
 	PitfallBudgetExhausted Pitfall = "budget-exhausted"
 	// PitfallCookieLost: a discarded response set cookies that no cookie
 	// layer stored, because the cookie layer sits outside the retry layer

@@ -178,7 +178,7 @@ type loop[T any] struct {
 	polled   bool          // the last retry asks again for a keyed request in flight
 	asking   bool          // the retry plan makes is such an ask (set by plan)
 	bodyErr  error         // why the body could not be sent again, when that stopped the retries
-	refund   refunder      // the budget that paid for the last retry, if it pays back one that succeeds
+	paid     int           // the retries Withdraw paid for: a budget that pays back an operation that succeeds gets them back
 }
 
 // inFlight names the stop of an operation that ended while the server
@@ -329,11 +329,12 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 		} else {
 			e.p.Budget.Deposit()
 		}
-		if l.refund != nil && dec.Stop == policy.StopSuccess {
-			l.refund.Refund() // the retry that succeeded pays for itself
+		if r, ok := e.p.Budget.(refunder); ok && dec.Stop == policy.StopSuccess {
+			for ; l.paid > 0; l.paid-- {
+				r.Refund() // retries that ended in success pay for themselves
+			}
 		}
 	}
-	l.refund = nil
 	rec := AttemptRecord{Status: info.status, Err: err, Processed: info.processed, Transparent: info.transparent, Hedges: info.hedges, Redirects: info.redirects, Resend: info.resend, Decision: dec}
 	if l.rep == nil && n == 1 && e.hooks.OnAttempt == nil {
 		// Most operations end here: the record waits, and becomes a
@@ -551,9 +552,13 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 		return policy.StopWaitExceedsBudget, 0, false // a wait that cannot finish is not started
 	}
 	// Last: the budget pays only for a retry that will be sent.
-	if e.p.Budget != nil && !poll && !l.withdraw(info, err) {
-		l.pitfall(PitfallBudgetExhausted)
-		return policy.StopBudgetExhausted, 0, false
+	if e.p.Budget != nil && !poll {
+		if stop := l.withdraw(info, err); stop != "" {
+			if stop == policy.StopBudgetExhausted {
+				l.pitfall(PitfallBudgetExhausted)
+			}
+			return stop, 0, false
+		}
 	}
 	return "", wait, fromHint
 }
@@ -567,39 +572,44 @@ const minPollWait = 100 * time.Millisecond
 // timed out apart from others (policy.NewEarnedBudget's).
 type afterTimeout interface{ WithdrawAfterTimeout() bool }
 
-// refunder is a Budget that pays back a retry that succeeded
-// (policy.NewEarnedBudget's).
+// refunder is a Budget that pays back the retries of an operation that
+// succeeded (policy.NewEarnedBudget's).
 type refunder interface{ Refund() }
 
 // depositAt is a Budget told the time of a deposit, so that it need not
 // read the clock again (policy.NewEarnedBudget's).
 type depositAt interface{ DepositAt(now time.Time) }
 
-// withdraw pays the budget for a retry. (Asking again for a keyed request
+// withdraw pays the budget for a retry, or names the stop when it cannot.
+// (Asking again for a keyed request
 // in flight is not charged: the server answers it from its store, and the
 // deadline bounds it.) Resending an attempt that never
 // reached the server (a failed dial, a refused stream) costs the server
 // nothing, and the budget nothing; an
 // unkeyed attempt that timed out may still be running there, and a budget
-// that prices that apart is asked so.
-func (l *loop[T]) withdraw(info attemptInfo, err error) bool {
+// that prices that apart is asked so: its refusal is the stop
+// timeout-not-retried.
+func (l *loop[T]) withdraw(info attemptInfo, err error) policy.StopReason {
 	b := l.e.p.Budget
 	if err != nil && info.hedges == 0 && (isDial(err) || policy.KindOf(err) == policy.ErrorRefusedStream) {
 		// Known unsent; not merely unseen, as through a transport that
 		// reports nothing. Under a hedge the error is the last send's,
 		// and an earlier one may have reached the server: it pays.
-		return true
+		return ""
 	}
 	if t, ok := b.(afterTimeout); ok && err != nil && !l.o.keyed() {
 		if stop, _ := l.d.stopFor(); stop == policy.StopAttemptTimeout {
-			return t.WithdrawAfterTimeout()
+			if !t.WithdrawAfterTimeout() {
+				return policy.StopTimeoutNotRetried
+			}
+			return ""
 		}
 	}
 	if !b.Withdraw() {
-		return false
+		return policy.StopBudgetExhausted
 	}
-	l.refund, _ = b.(refunder)
-	return true
+	l.paid++
+	return ""
 }
 
 // pace waits until a host that asked for no requests allows them again,

@@ -20,8 +20,9 @@ import (
 // A Budget may also have the methods WithdrawAfterTimeout() bool and
 // Refund(), as NewEarnedBudget's has: the engine then pays for the retry
 // of an unkeyed attempt that timed out with WithdrawAfterTimeout instead
-// of Withdraw, and calls Refund when a retry that Withdraw paid for
-// succeeds. With a method DepositAt(now time.Time) it calls that instead of
+// of Withdraw (a refusal there stops timeout-not-retried, not
+// budget-exhausted), and, when an operation ends in success, calls Refund
+// once for each of its retries that Withdraw paid for. With a method DepositAt(now time.Time) it calls that instead of
 // Deposit, with the time it has just read as the request ended (with a
 // monotonic reading), so that the budget need not read the clock again.
 type Budget interface {
@@ -215,12 +216,12 @@ func (b *tpsBudget) expireAt(now int64) {
 // earnedBudget is the budget NewEarnedBudget makes.
 type earnedBudget struct {
 	earn  int64        // credit per success, in millionths of a retry
-	burst int64        // the most credit the stock holds
+	burst int64        // the stock's floor cap: what a client without recent successes may hold
 	stock atomic.Int64 // credit for retries after fast failures
 
-	// recent is credit earned in the last second, for retries after an
-	// attempt that timed out: four retries' worth a retry (two when the
-	// retry is refused).
+	// recent is credit earned in the last second: it raises the stock's
+	// cap, and it alone pays for retries after an attempt that timed out
+	// (four retries' worth a retry, two when the retry is refused).
 	recent *tpsBudget
 }
 
@@ -233,46 +234,60 @@ const unit = 1_000_000
 //
 //   - Every request that needed no retry earns ratio of a retry (0.2:
 //     one retry for five successes).
-//   - The credit a client holds is capped at burst retries, and a new
-//     budget starts full: a client that has just started can retry, and
-//     no client has a large stock to spend at once when a service slows
-//     down. Nothing refills with time.
-//   - A retry paid from the stock that succeeds is paid back: it turned a
-//     failure into a success. Retries that fail are not; a client whose
-//     retries succeed may thus retry more than ratio of its successes,
-//     one whose retries fail stops after its stock.
+//   - The credit a client holds is capped at burst retries plus what its
+//     successes of the last second earned, and a new budget starts with
+//     burst: a client that has just started can retry, a busy client can
+//     retry the failures of its many requests in flight, and no client
+//     holds more than its recent successes paid for (a fleet of N: at most
+//     burst·N plus ratio of its last second's successes). Nothing refills
+//     with time.
+//   - The retries of an operation that ends in success are paid back, all
+//     of them: they turned a failure into a success. Retries that fail are
+//     not; a client whose retries succeed may thus retry more than ratio
+//     of its successes, one whose retries fail stops after its stock.
 //   - A retry after an attempt that timed out (the server may still be
 //     working on it: a retry doubles the work of a service that is
 //     already slow) is paid for from the credit earned in the last second
 //     alone, not from the stock, four times over: a timeout the engine
 //     would retry spends two retries' worth whether the retry is made or
 //     not, and the retry two more. At ratio 0.2 a client that had fewer
-//     than 20 successes in the last second does not retry its timeouts,
-//     a fleet of small clients adds no load to an overloaded service, and
-//     a client whose attempts start to time out soon stops retrying them.
-//     Keyed requests (an Idempotency-Key) are exempt from that rule: a
-//     server that honours the key does not do the work twice. A timeout
-//     is Policy.AttemptTimeout's; a transport's own (a dial or
-//     response-header timeout) and a 504 are paid from the stock.
+//     than 20 successes in the last second does not retry its timeouts
+//     (stop reason timeout-not-retried), a fleet of small clients adds no
+//     load to an overloaded service, and a client whose attempts start to
+//     time out soon stops retrying them. Keyed requests (an
+//     Idempotency-Key) are exempt from that rule: a server that honours
+//     the key does not do the work twice. A timeout is
+//     Policy.AttemptTimeout's; a transport's own (a dial or
+//     response-header timeout) and a 504 are paid from the stock. [Alone]'s
+//     budget is this one without that rule.
 //
 // The engine does not charge a budget for resending an attempt that never
 // reached the server (a failed dial, a refused HTTP/2 stream; not under a
 // hedge, whose error may be a later send's): it cost the server nothing.
 //
-// ratio must be above 0 and at most 1 (a budget that earns nothing never
+// ratio must be between 1e-6 and 1 (a budget that earns nothing never
 // allows a retry; one that earns more than a retry per success allows
-// more retries than successes); burst between 1 and 1000. Other values are
-// a *ConfigError. The budget is safe for concurrent use and does not
-// allocate.
+// more retries than successes); burst between 1 and 1000 (a stock below
+// one retry never allows one; one above 1000 lets each client of a fleet
+// spend more at once than most services can absorb). Other values are a
+// *ConfigError naming the bound. The budget is safe for concurrent use and
+// does not allocate.
 func NewEarnedBudget(ratio float64, burst int) (Budget, error) {
 	switch {
-	case !(ratio >= minBudgetRatio && ratio <= 1): // also rejects NaN
-		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be between 1e-6 and 1 (Default's: 0.2): a budget that earns nothing never allows a retry, and more than one retry per success allows more retries than successes"}
-	case burst < 1 || burst > 1000:
-		return nil, &ConfigError{Field: "Budget.Burst", Value: burst, Reason: "must be between 1 and 1000 (Default's: 2): a stock below one retry never allows one"}
+	case ratio > 1:
+		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be at most 1 (Default's: 0.2): more than one retry per success allows more retries than successes"}
+	case !(ratio >= minBudgetRatio): // also rejects NaN
+		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be at least 1e-6 (Default's: 0.2): a budget that earns nothing never allows a retry (set Policy.MaxAttempts to 1 for that)"}
+	case burst < 1:
+		return nil, &ConfigError{Field: "Budget.Burst", Value: burst, Reason: "must be at least 1 (Default's: 2): a stock below one retry never allows one"}
+	case burst > maxBurst:
+		return nil, &ConfigError{Field: "Budget.Burst", Value: burst, Reason: "must be at most 1000 (Default's: 2): a larger stock lets each client of a fleet spend more retries at once than a slow service can absorb"}
 	}
 	return newEarnedBudget(ratio, burst), nil
 }
+
+// maxBurst is the largest stock NewEarnedBudget accepts, in retries.
+const maxBurst = 1000
 
 func newEarnedBudget(ratio float64, burst int) *earnedBudget {
 	b := &earnedBudget{earn: int64(ratio * unit), burst: int64(burst) * unit, recent: newTPSBudget(time.Second, 0, ratio)}
@@ -288,15 +303,22 @@ func (b *earnedBudget) Deposit() { b.DepositAt(time.Time{}) }
 // carry a monotonic reading, as time.Now's does; the zero Time reads the
 // clock.
 func (b *earnedBudget) DepositAt(now time.Time) {
-	b.add(b.earn)
 	b.recent.depositAt(now)
+	b.add(b.earn)
 }
 
-// add puts credit into the stock, up to the burst.
+// limit is the most credit the stock may hold now: burst, and what the
+// last second's successes earned beyond what they paid for.
+func (b *earnedBudget) limit() int64 {
+	return b.burst + max(b.recent.balance(), 0)*unit/b.recent.withdraw
+}
+
+// add puts credit into the stock, up to its limit.
 func (b *earnedBudget) add(credit int64) {
+	limit := b.limit()
 	for {
 		s := b.stock.Load()
-		if s >= b.burst || b.stock.CompareAndSwap(s, min(s+credit, b.burst)) {
+		if s >= limit || b.stock.CompareAndSwap(s, min(s+credit, limit)) {
 			return
 		}
 	}
@@ -304,22 +326,28 @@ func (b *earnedBudget) add(credit int64) {
 
 // Withdraw pays for a retry from the stock; it takes the last second's
 // credit too where there is some, so that the two together stay within
-// ratio of the successes.
+// ratio of the successes. Credit beyond the stock's limit now (earned
+// when the client succeeded more often than it does now) is dropped
+// first.
 func (b *earnedBudget) Withdraw() bool {
+	b.recent.expire()
+	limit := b.limit()
 	for {
 		s := b.stock.Load()
-		if s < unit {
+		have := min(s, limit)
+		if have < unit {
 			return false
 		}
-		if b.stock.CompareAndSwap(s, s-unit) {
+		if b.stock.CompareAndSwap(s, have-unit) {
 			b.recent.Withdraw()
 			return true
 		}
 	}
 }
 
-// Refund pays back a retry, paid by Withdraw, that succeeded: it turned a
-// failure into a success, which is what the budget is for.
+// Refund pays back a retry, paid by Withdraw, of an operation that
+// succeeded: it turned a failure into a success, which is what the
+// budget is for.
 func (b *earnedBudget) Refund() { b.add(unit) }
 
 // WithdrawAfterTimeout pays for the retry of an attempt that timed out
@@ -339,8 +367,25 @@ func (b *earnedBudget) WithdrawAfterTimeout() bool {
 
 // Retries is how many retries after fast failures the budget would allow
 // now, for telemetry.
-func (b *earnedBudget) Retries() int { return int(b.stock.Load() / unit) }
+func (b *earnedBudget) Retries() int {
+	b.recent.expire()
+	return int(min(b.stock.Load(), b.limit()) / unit)
+}
 
 func (b *earnedBudget) String() string {
-	return fmt.Sprintf("earned budget(%.2f a success, at most %d, %d retries left)", float64(b.earn)/unit, b.burst/unit, b.Retries())
+	return fmt.Sprintf("earned budget(%.2f a success, at least %d, %d retries left)", float64(b.earn)/unit, b.burst/unit, b.Retries())
+}
+
+// aloneBudget is [Alone]'s: an earnedBudget whose stock pays for the retry
+// of an attempt that timed out too. It has no WithdrawAfterTimeout, so the
+// engine pays such a retry with Withdraw, and pays it back if it succeeds.
+type aloneBudget struct{ b *earnedBudget }
+
+func (a aloneBudget) Deposit()              { a.b.Deposit() }
+func (a aloneBudget) DepositAt(t time.Time) { a.b.DepositAt(t) }
+func (a aloneBudget) Withdraw() bool        { return a.b.Withdraw() }
+func (a aloneBudget) Refund()               { a.b.Refund() }
+func (a aloneBudget) Retries() int          { return a.b.Retries() }
+func (a aloneBudget) String() string {
+	return fmt.Sprintf("alone budget(%.2f a success, at least %d, %d retries left)", float64(a.b.earn)/unit, a.b.burst/unit, a.b.Retries())
 }

@@ -263,18 +263,28 @@ func TestEarnedBudgetStock(t *testing.T) {
 	if !b.Withdraw() || b.Withdraw() {
 		t.Fatal("5 successes should pay for exactly one retry")
 	}
+	// The stock's cap grows with the last second's successes, so that a
+	// busy client can retry the failures of its many requests in flight;
+	// once they are older than a second, it falls back to the burst.
 	for range 1000 {
 		b.Deposit()
 	}
+	if got := withdrawals(b); got != 200 {
+		t.Errorf("after 1000 successes in the last second: %d retries at once, want the 200 they paid for", got)
+	}
+	for range 1000 {
+		b.Deposit()
+	}
+	*now += 2 * time.Second
 	if got := withdrawals(b); got != 2 {
-		t.Errorf("after 1000 successes: %d retries at once, want the burst of 2", got)
+		t.Errorf("1000 successes, 2 s ago: %d retries at once, want the burst of 2", got)
 	}
 }
 
 // A retry that succeeded pays for itself: a client whose every request
 // needs one retry keeps retrying.
 func TestEarnedBudgetRefund(t *testing.T) {
-	b, _ := earned(0.2, 2)
+	b, now := earned(0.2, 2)
 	for i := range 100 {
 		if !b.Withdraw() {
 			t.Fatalf("operation %d: retry refused", i)
@@ -283,6 +293,7 @@ func TestEarnedBudgetRefund(t *testing.T) {
 		b.Refund()
 	}
 	// Retries that fail are not refunded.
+	*now += 2 * time.Second // the successes above no longer raise the cap
 	for range 2 {
 		b.Withdraw()
 	}

@@ -10,7 +10,7 @@ const (
 	StopSuccess               StopReason = "success"                 // a response the classifier accepts
 	StopNonRetryable          StopReason = "non-retryable"           // a result the classifier will not retry
 	StopAttemptsExhausted     StopReason = "attempts-exhausted"      // retryable, but no attempts left
-	StopBudgetExhausted       StopReason = "budget-exhausted"        // retryable, but the retry budget is empty
+	StopBudgetExhausted       StopReason = "budget-exhausted"        // retryable, but the retry budget has no credit left
 	StopDeadline              StopReason = "deadline"                // the total deadline passed
 	StopAttemptTimeout        StopReason = "attempt-timeout"         // the last attempt ran out of time and is not retried
 	StopWaitExceedsBudget     StopReason = "wait-exceeds-budget"     // the next wait would end after the deadline, or a hint exceeds RetryAfter.Max
@@ -25,6 +25,7 @@ const (
 	StopThrottled             StopReason = "throttled"               // a throttle inside the retry layer refused to send: the host rejects too much (package throttle)
 	StopKeyInFlight           StopReason = "key-in-flight"           // the server was still processing the same keyed request (409) when time or attempts ran out: the write may yet complete
 	StopConcurrencyLimited    StopReason = "concurrency-limited"     // a concurrency limit inside the retry layer had no room for the request within its wait (package limit)
+	StopTimeoutNotRetried     StopReason = "timeout-not-retried"     // an attempt timed out and the budget keeps timeouts' retries for clients with recent successes ([Default]'s fleet rule; [Alone] retries it)
 )
 
 // A Refusal is an error by which a layer refused to send a request (a

@@ -19,6 +19,12 @@ type Policy struct {
 	MaxAttempts int
 	// AttemptTimeout bounds each attempt, from sending to the end of its
 	// body; an attempt gets min(AttemptTimeout, time left). 0: no limit.
+	// An attempt that timed out may still be running on the server, so
+	// [Default]'s budget retries it only for a client that had 20
+	// successes in the last second (a busy client; one of a fleet of small
+	// clients never does), or for a keyed request; otherwise the operation
+	// stops timeout-not-retried. [Alone] retries it from the client's
+	// stock of retries, as any other failure.
 	AttemptTimeout time.Duration
 	// Timeout bounds the whole operation: attempts, waits, every redirect
 	// hop (in a Stack, the deadline is fixed when the first hop starts)
