@@ -159,8 +159,9 @@ func TestExtremeConfigRuns(t *testing.T) {
 		{"1 ns timeout", "/s/200", func(p *policy.Policy) { p.Timeout = 1 }, policy.StopDeadline},
 		// Default's budget pays for a timeout's retry only from the last
 		// second's successes: a new client has none.
-		{"1 ns attempt timeout", "/s/200", func(p *policy.Policy) { p.AttemptTimeout = 1 }, policy.StopBudgetExhausted},
+		{"1 ns attempt timeout", "/s/200", func(p *policy.Policy) { p.AttemptTimeout = 1 }, policy.StopTimeoutNotRetried},
 		{"1 ns attempt timeout, no budget", "/s/200", func(p *policy.Policy) { p.AttemptTimeout, p.Budget = 1, nil }, policy.StopAttemptsExhausted},
+		{"1 ns attempt timeout, alone", "/s/200", func(p *policy.Policy) { *p = policy.Alone(); p.AttemptTimeout = 1 }, policy.StopAttemptsExhausted},
 		{"longest backoff", "/s/503", func(p *policy.Policy) {
 			p.Backoff = policy.Backoff{Base: math.MaxInt64, Jitter: policy.JitterNone}
 			p.Timeout = time.Minute

@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -229,5 +231,95 @@ func TestAskThatTimesOutIsAskedAgain(t *testing.T) {
 	rep, err := sendReport(t, c, "POST", srv.URL, "Idempotency-Key", `"k-1"`)
 	if err != nil || rep.Stop != policy.StopSuccess || n.Load() != 4 {
 		t.Fatalf("%v, stop %v, %d requests; want the timed-out ask asked again, success after 4", err, rep, n.Load())
+	}
+}
+
+// scripted answers each request of a path with the next status of its
+// script, 200 once the script is spent; "stall" holds the request until
+// its client gives up.
+type scripted struct {
+	mu     sync.Mutex
+	script map[string][]string
+	sent   map[string]int
+}
+
+func newScripted(script map[string][]string) *scripted {
+	return &scripted{script: script, sent: map[string]int{}}
+}
+
+func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := r.Method + " " + r.URL.Path
+	s.mu.Lock()
+	n := s.sent[key]
+	s.sent[key]++
+	next := "200"
+	if n < len(s.script[key]) {
+		next = s.script[key][n]
+	}
+	s.mu.Unlock()
+	if next == "stall" {
+		<-r.Context().Done()
+		return
+	}
+	code, _ := strconv.Atoi(next)
+	w.WriteHeader(code)
+}
+
+func (s *scripted) count(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sent[key]
+}
+
+// Every retry of an operation that ends in success is paid back, not only
+// the last: a new client's HEAD answered 503, 503, 200 leaves the stock
+// whole for the GET that meets the same outage (minio-go's StatObject,
+// then GetObject).
+func TestSucceedingChainIsPaidBackWhole(t *testing.T) {
+	srv := httptest.NewServer(newScripted(map[string][]string{
+		"HEAD /o": {"503", "503"},
+		"GET /o":  {"503", "503"},
+	}))
+	defer srv.Close()
+	c := budgetClient(t, nil)
+	for _, m := range []string{"HEAD", "GET"} {
+		rep, err := sendReport(t, c, m, srv.URL+"/o")
+		if err != nil || rep.Stop != policy.StopSuccess || len(rep.Attempts) != 3 {
+			t.Fatalf("%s: %v, report %v; want 3 attempts, success", m, err, rep)
+		}
+	}
+}
+
+// Alone retries a timed-out attempt from its stock: a command-line
+// program's first request, whose first attempt stalls, succeeds; a client
+// whose every attempt times out still stops after its stock of two.
+func TestAloneRetriesTimeouts(t *testing.T) {
+	srv := httptest.NewServer(newScripted(map[string][]string{
+		"GET /first": {"stall"},
+		"GET /dead":  slices.Repeat([]string{"stall"}, 100),
+	}))
+	defer srv.Close()
+	alone := func(p *policy.Policy) {
+		*p = policy.Alone()
+		p.AttemptTimeout = 50 * time.Millisecond
+	}
+	c := budgetClient(t, alone)
+	rep, err := sendReport(t, c, "GET", srv.URL+"/first")
+	if err != nil || rep.Stop != policy.StopSuccess || len(rep.Attempts) != 2 {
+		t.Fatalf("a new client's first GET, stalled once: %v, report %v; want 2 attempts, success", err, rep)
+	}
+
+	c = budgetClient(t, alone)
+	var stops []policy.StopReason
+	for range 4 {
+		rep, err := sendReport(t, c, "GET", srv.URL+"/dead")
+		if err == nil {
+			t.Fatal("a stalled GET succeeded")
+		}
+		stops = append(stops, rep.Stop)
+	}
+	want := []policy.StopReason{policy.StopAttemptsExhausted, policy.StopBudgetExhausted, policy.StopBudgetExhausted, policy.StopBudgetExhausted}
+	if !slices.Equal(stops, want) || srv.Config.Handler.(*scripted).count("GET /dead") != 6 {
+		t.Fatalf("4 GETs that always stall: stops %v and %d requests; want %v and 3+1+1+1", stops, srv.Config.Handler.(*scripted).count("GET /dead"), want)
 	}
 }

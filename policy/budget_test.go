@@ -3,6 +3,8 @@ package policy
 import (
 	"errors"
 	"math"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -395,19 +397,20 @@ func TestNewEarnedBudgetRejects(t *testing.T) {
 		ratio float64
 		burst int
 		field string
+		bound string // the bound the value broke, as the error names it
 	}{
-		{0, 2, "Budget.Ratio"},
-		{1.5, 2, "Budget.Ratio"},
-		{math.NaN(), 2, "Budget.Ratio"},
-		{1e-7, 2, "Budget.Ratio"},
-		{0.2, 0, "Budget.Burst"},
-		{0.2, 1001, "Budget.Burst"},
+		{0, 2, "Budget.Ratio", "at least 1e-6"},
+		{1.5, 2, "Budget.Ratio", "at most 1 "},
+		{math.NaN(), 2, "Budget.Ratio", "at least 1e-6"},
+		{1e-7, 2, "Budget.Ratio", "at least 1e-6"},
+		{0.2, 0, "Budget.Burst", "at least 1 "},
+		{0.2, 1001, "Budget.Burst", "at most 1000 "},
 	}
 	for _, tt := range tests {
 		_, err := NewEarnedBudget(tt.ratio, tt.burst)
 		var ce *ConfigError
-		if !errors.As(err, &ce) || ce.Field != tt.field {
-			t.Errorf("NewEarnedBudget(%v, %d) = %v, want a *ConfigError for %s", tt.ratio, tt.burst, err, tt.field)
+		if !errors.As(err, &ce) || ce.Field != tt.field || !strings.Contains(ce.Reason, tt.bound) {
+			t.Errorf("NewEarnedBudget(%v, %d) = %v, want a *ConfigError for %s, %q", tt.ratio, tt.burst, err, tt.field, tt.bound)
 		}
 	}
 	if _, err := NewEarnedBudget(1, 1000); err != nil {
@@ -460,5 +463,60 @@ func TestBudgetOlderReadingCountsInTheWindow(t *testing.T) {
 	b.expireAt(int64(3 * time.Second)) // a clock that went back by more than a window starts it again
 	if b.genAt.Load() != int64(3*time.Second) {
 		t.Fatalf("a clock back by 2.5 s: window starts at %v, want 3s", time.Duration(b.genAt.Load()))
+	}
+}
+
+// Alone's budget is Default's without the fleet rule: it has no
+// WithdrawAfterTimeout, so the engine pays a timeout's retry from the
+// stock, and pays it back when it succeeds.
+func TestAloneBudget(t *testing.T) {
+	b := Alone().Budget
+	if _, ok := b.(interface{ WithdrawAfterTimeout() bool }); ok {
+		t.Fatal("Alone's budget keeps the fleet rule for timeouts")
+	}
+	for _, m := range []string{"Refund", "DepositAt", "Retries"} {
+		if _, ok := reflect.TypeOf(b).MethodByName(m); !ok {
+			t.Errorf("Alone's budget lacks %s, which Default's has", m)
+		}
+	}
+	if got := withdrawals(b); got != 2 {
+		t.Errorf("a new Alone budget: %d retries, want its stock of 2", got)
+	}
+	if Default().Budget == Default().Budget || Alone().Budget == Alone().Budget {
+		t.Error("presets share a budget between calls")
+	}
+}
+
+// A clock that jumps changes no decision by more than the window: forward,
+// the last second's credit expires (as a second of silence would); back,
+// credit earned "in the future" counts until the clock catches up, no
+// longer than a window would have kept it, and the stock, which no clock
+// refills, is untouched either way.
+func TestEarnedBudgetClockJumps(t *testing.T) {
+	for _, jump := range []time.Duration{time.Hour, -time.Hour, 999 * time.Millisecond, -999 * time.Millisecond} {
+		b, now := earned(0.2, 2)
+		for range 40 {
+			b.Deposit() // 40 successes: 8 retries' worth, and two timeouts' retries
+		}
+		*now += jump
+		retries, timeouts := 0, 0
+		for b.WithdrawAfterTimeout() {
+			timeouts++
+		}
+		for b.Withdraw() {
+			retries++
+		}
+		// Never more than without a jump (2 timeouts' retries, stock 2 +
+		// what the rest of the second allows); never less than the stock.
+		if timeouts > 2 || retries > 10 || retries < 2 {
+			t.Errorf("clock jumped %v: %d timeouts' retries and %d retries; want at most 2, and 2 to 10", jump, timeouts, retries)
+		}
+		if jump < 0 {
+			*now -= jump // back to where it was, then on by a window
+			*now += 1100 * time.Millisecond
+			if b.WithdrawAfterTimeout() {
+				t.Errorf("clock jumped %v and came back: credit older than a second paid for a timeout's retry", jump)
+			}
+		}
 	}
 }

@@ -79,6 +79,8 @@ var fleetRows = []scenario{
 		100, 600, time.Second, "recovered_ms_under=1000;requests_per_op_under=1.3"),
 	fleetRow("fleet/defaults-1000-clients", "the same with 1 000 clients of 0.6 operations a second each",
 		1000, 600, time.Second, "recovered_ms_under=1000;requests_per_op_under=1.3"),
+	fleetRow("fleet/defaults-10000-clients", "the same with 10 000 clients of 0.06 operations a second each",
+		10000, 600, time.Second, "recovered_ms_under=1000;requests_per_op_under=1.3"),
 	fleetRow("fleet/defaults-100-clients-900", "100 clients with policy.Default() sharing 900 operations a second (spare capacity 100 a second); a fleet that never retries recovers in about 2.5 s here",
 		100, 900, 3100*time.Millisecond, "recovered_ms_under=3000"),
 	{

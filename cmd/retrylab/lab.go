@@ -121,6 +121,7 @@ type preset struct {
 var presetTable = map[string]preset{
 	"none":             {nil, "no retry layer: what net/http alone does", false},
 	"default":          {policy.Default, "retrystack's safe default", false},
+	"alone":            {policy.Alone, "retrystack's default for a client that is alone: a timed-out attempt retried from its stock", false},
 	"codex":            {presets.Codex, "Codex's request retries: 5xx and transport errors, 4 retries", false},
 	"python":           {presets.Python, "a careful hand-written Python client: idempotent methods, Retry-After wins", false},
 	"node":             {presets.Node, "a careful GET-only Node.js client: 3 attempts in 4 s", false},

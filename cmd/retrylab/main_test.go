@@ -217,7 +217,7 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"-bogus"}, "retrylab: flag provided but not defined: -bogus\n"},
-		{[]string{"-preset", "nope"}, "retrylab: unknown preset \"nope\" (have codex, default, node, none, python, reqwest-default, reqwest-for-host, reqwest-never)\n"},
+		{[]string{"-preset", "nope"}, "retrylab: unknown preset \"nope\" (have alone, codex, default, node, none, python, reqwest-default, reqwest-for-host, reqwest-never)\n"},
 		{[]string{"-stack", "hedge,cache"}, "retrylab: bad -stack: middleware: layer \"cache\": not in the stack (have error-for-status, redirect, cookies, retry, breaker, hedge, throttle, limit)\n"},
 		{[]string{"-stack", "hedge,hedge"}, "retrylab: bad -stack: middleware: layer \"hedge\": duplicate name\n"},
 		{[]string{"-run", "("}, "retrylab: bad -run: error parsing regexp: missing closing ): `(`\n"},

@@ -37,7 +37,7 @@ func tune(fs ...func(*policy.Policy)) func(*policy.Policy) {
 }
 
 // scenarios are the lab's rows, in the order they print.
-var scenarios = slicesConcat(seed000, seed001, seed002, seed003, seed004, chainRows, rateLimitRows, routeRows, breakerRows, hedgeRows, limitRows, chaosRows, writeRows, fieldRows, overloadRows, fleetRows, baseScenarios, fixes)
+var scenarios = slicesConcat(seed000, seed001, seed002, seed003, seed004, chainRows, rateLimitRows, routeRows, breakerRows, hedgeRows, limitRows, chaosRows, writeRows, fieldRows, overloadRows, fleetRows, loneRows, baseScenarios, fixes)
 
 func slicesConcat(groups ...[]scenario) []scenario {
 	var out []scenario

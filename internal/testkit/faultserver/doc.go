@@ -20,6 +20,7 @@
 //	/s/{code}              always answers code
 //	/{endpoint}/s{code}    the same, one route per endpoint (e.g. /payments/s503)
 //	/fail/{K}/{code}       answers code K times, then 200 (then=C: C, with Location to=URL)
+//	/stall/{K}             holds the first K requests unanswered until their client gives up, then answers 200
 //	/abort                 a POST is processed (counted); then the connection closes without a response
 //	                       (reset=1: with a TCP RST)
 //	/orders                a POST is processed (counted), then answered 503

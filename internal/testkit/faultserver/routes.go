@@ -44,6 +44,8 @@ func match(path string) (route, []string) {
 		return route{"/" + p[0] + "/s", (*request).status, false}, []string{p[1][1:]}
 	case len(p) == 3 && p[0] == "fail":
 		return route{"/fail", (*request).fail, false}, p[1:]
+	case len(p) == 2 && p[0] == "stall":
+		return route{"/stall", (*request).stall, false}, p[1:]
 	case len(p) == 3 && p[0] == "redirect":
 		return route{"/redirect", (*request).redirect, false}, p[1:]
 	case len(p) == 2 && p[0] == "slow" && p[1] == "headers":
@@ -214,6 +216,20 @@ func (r *request) slowHeaders() error {
 		return r.drop(false) // the client or the server gave up
 	}
 	return r.reply(code, true)
+}
+
+// stall holds the first K requests of a key unanswered until their
+// client gives up (or the server closes), then answers 200.
+func (r *request) stall() error {
+	k, err := strconv.Atoi(r.args[0])
+	if err != nil || k < 0 {
+		return fmt.Errorf("bad stall count %q", r.args[0])
+	}
+	if r.next() < k {
+		r.s.wait(r.Context(), 24*time.Hour)
+		return r.drop(false)
+	}
+	return r.reply(http.StatusOK, true)
 }
 
 func (r *request) slowBody() error {

@@ -293,6 +293,18 @@ func TestSlowRoutes(t *testing.T) {
 	}
 	resp.Body.Close()
 
+	for i := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+"/stall/2", nil)
+		if _, err := c.Do(req); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("stall, request %d: error %v, want deadline exceeded", i+1, err)
+		}
+		cancel()
+	}
+	if a := get(t, c, s.URL()+"/stall/2"); a.Status != 200 {
+		t.Errorf("stall, third request: %+v, want 200", a)
+	}
+
 	if a := get(t, c, s.URL()+"/slow/headers?delay=1ms&code=504&retry-after=2"); a != (answer{Status: 504, Body: "Gateway Timeout\n", RetryAfter: "2"}) {
 		t.Errorf("short slow headers: %+v", a)
 	}
