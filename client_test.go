@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
@@ -138,4 +139,35 @@ func ExampleNewTransport() {
 	// Output:
 	// retry → transport
 	// 200 success 2 attempts on the last hop
+}
+
+// A command-line program is a client alone: policy.Alone() retries an
+// attempt that timed out, where policy.Default(), which keeps a fleet of
+// small clients off a slow service, stops timeout-not-retried.
+func Example_alone() {
+	var first atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !first.Swap(true) {
+			<-r.Context().Done() // the first request stalls until the client gives up
+		}
+	}))
+	defer srv.Close()
+
+	for _, p := range []policy.Policy{policy.Default(), policy.Alone()} {
+		first.Store(false)
+		p.AttemptTimeout = 100 * time.Millisecond
+		p.Backoff.Base = 1 // keep the example fast
+		client, _ := retrystack.NewClient(retrystack.Config{Policy: &p})
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			fmt.Println(p.Name, engine.ReportFrom(err).Stop)
+		} else {
+			resp.Body.Close()
+			fmt.Println(p.Name, engine.ReportOf(resp).Stop, len(engine.ReportOf(resp).Attempts), "attempts")
+		}
+		client.CloseIdleConnections()
+	}
+	// Output:
+	// default timeout-not-retried
+	// alone success 2 attempts
 }
