@@ -2,9 +2,13 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +24,7 @@ import (
 var loneRows = []scenario{
 	{
 		id:     "lone/stalls-1-per-second",
-		setup:  "one client configured as alone (policy.Alone(), Policy.AttemptTimeout 200 ms) sends 400 GETs to a server that holds 5 % of the attempts unanswered until the client gives up and answers 5 % 503, chosen by a seeded random draw. Compressed: at 1 a second an operation ends long before the next starts, so the 400 are sent back to back, on 20 clients configured alike (20 each, the 20 at once): Alone's budget refills with successes, not with time, and a new client's is as full as a lone client's is between its operations (a retry that succeeds is paid back). success_pct: the share that end 200 (policy.Default(): about 90 %, by design: it retries no timeout of a client this small; bench/cmd/compare -run lone has it at the real rate)",
+		setup:  "one client configured as alone (policy.Alone(), Policy.AttemptTimeout 200 ms) sends 400 GETs to a server that holds 5 % of the attempts unanswered until the client gives up and answers 5 % 503, chosen by a seeded draw per client, taken in the order of its attempts. Compressed: at 1 a second an operation ends long before the next starts, so the 400 are sent back to back, on 20 clients configured alike (20 each, the 20 at once): Alone's budget refills with successes, not with time, and a new client's is as full as a lone client's is between its operations (a retry that succeeds is paid back). success_pct: the share that end 200, failed: how the others stopped (policy.Default(): about 90 %, by design: it retries no timeout of a client this small; bench/cmd/compare -run lone has it at the real rate)",
 		preset: "alone",
 		tune:   func(p *policy.Policy) { p.AttemptTimeout = 200 * time.Millisecond },
 		run:    func(t *trial) { loneStalls(t, 20, 20) },
@@ -65,13 +69,23 @@ var loneRows = []scenario{
 // loneStalls sends n GETs on each of clients clients of the row, one
 // after another on each client and the clients at once, to a server that
 // holds 5 % of the attempts until the client gives up and answers 5 %
-// 503 (a seeded draw), and records the share that ended 200.
+// 503. Each client has a path of its own and the path its own seeded
+// draw, taken in the order of its attempts, so the faults do not depend
+// on how the clients interleave. It records the share that ended 200
+// and how the others stopped.
 func loneStalls(t *trial, clients, n int) {
 	var mu sync.Mutex
-	draw := rand.New(rand.NewPCG(43, 1))
+	draws := map[string]*rand.Rand{} // written before the first request
+	for i := range clients {
+		draws["/client/"+strconv.Itoa(i)] = rand.New(rand.NewPCG(43, uint64(i)))
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		x := draw.Float64()
+		d := draws[r.URL.Path]
+		x := 1.0
+		if d != nil {
+			x = d.Float64()
+		}
 		mu.Unlock()
 		switch {
 		case x < 0.05:
@@ -83,23 +97,46 @@ func loneStalls(t *trial, clients, n int) {
 	defer srv.Close()
 	var ok atomic.Int64
 	var wg sync.WaitGroup
-	for range clients {
+	stops := map[string]int{}
+	for i := range clients {
 		c, err := t.newClient()
 		if err != nil {
 			t.fail(err)
 			return
 		}
+		path := "/client/" + strconv.Itoa(i)
 		wg.Go(func() {
 			defer c.CloseIdleConnections()
 			for range n {
-				if status, _, _, err := t.requestVia(t.ctx, c, http.MethodGet, srv.URL, nil); err == nil && status == http.StatusOK {
+				status, _, rep, err := t.requestVia(t.ctx, c, http.MethodGet, srv.URL+path, nil)
+				if err == nil && status == http.StatusOK {
 					ok.Add(1)
+					continue
 				}
+				stop := "unknown"
+				if rep != nil {
+					stop = string(rep.Stop)
+				}
+				mu.Lock()
+				stops[stop]++
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
 	t.extra["success_pct"] = fmt.Sprintf("%.2f", float64(ok.Load())*100/float64(clients*n))
+	if len(stops) > 0 {
+		t.extra["failed"] = counts(stops)
+	}
+}
+
+// counts is m as "key:n,key:n", in key order.
+func counts(m map[string]int) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, k+":"+strconv.Itoa(m[k]))
+	}
+	return strings.Join(out, ",")
 }
 
 // loneConcurrent sends n GETs through the row's client, inFlight at once,
