@@ -24,7 +24,7 @@ const (
 	ErrorTimeout                        // a net.Error whose Timeout() is true, or context.DeadlineExceeded
 	ErrorRefused                        // ECONNREFUSED
 	ErrorReset                          // ECONNRESET, ECONNABORTED, EPIPE, net.ErrClosed in flight
-	ErrorEOF                            // the connection ended before a response (io.EOF, io.ErrUnexpectedEOF)
+	ErrorEOF                            // the connection ended before a response (io.EOF, io.ErrUnexpectedEOF, net/http's "server closed idle connection")
 	ErrorTLS                            // a TLS handshake failure other than certificate verification
 	ErrorCertificate                    // certificate verification failed: retrying cannot help
 	ErrorDNS                            // a DNS lookup failed temporarily
@@ -116,7 +116,7 @@ func KindOf(err error) ErrorKind {
 		// the writer's "use of closed network connection" is what comes
 		// back. The same reset, the same kind, whichever side saw it.
 		return ErrorReset
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), serverClosedIdle(err):
 		return ErrorEOF
 	}
 	if stream, ok := errors.AsType[http2.StreamError](err); ok {
@@ -139,6 +139,24 @@ func KindOf(err error) ErrorKind {
 		return ErrorTLS
 	}
 	return ErrorOther
+}
+
+// serverClosedIdle reports whether err's chain holds net/http's "server
+// closed idle connection": the server's FIN (an idle timeout: nginx's
+// keepalive_timeout, a load balancer's) reached a pooled connection just
+// as a request took it. It is the io.EOF of the connection's read, met
+// before the request was handed to the connection; net/http resends it
+// only for a replayable request (GET, HEAD, a keyed one) and returns it
+// otherwise. The value is unexported and returned undecorated, an
+// errors.New of net/http's: no type or sentinel can name it, so its exact
+// text does, on that type alone.
+func serverClosedIdle(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if reflect.TypeOf(e).String() == "*errors.errorString" && e.Error() == "http: server closed idle connection" {
+			return true
+		}
+	}
+	return false
 }
 
 // bundledHTTP2 classifies the HTTP/2 errors of net/http's own HTTP/2

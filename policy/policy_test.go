@@ -123,6 +123,12 @@ func TestKindOf(t *testing.T) {
 		{"dns timeout", &net.DNSError{Err: "i/o timeout", IsTimeout: true}, policy.ErrorTimeout},
 		{"epipe", &net.OpError{Op: "write", Err: syscall.EPIPE}, policy.ErrorReset},
 		{"unexpected eof", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), policy.ErrorEOF},
+		// net/http's unexported errServerClosedIdle, as its errors.New
+		// makes it (engine's TestServerClosedIdleConnectionIsResent meets
+		// the real one); the same text of another type is not it.
+		{"server closed idle", &url.Error{Op: "Put", Err: errors.New("http: server closed idle connection")}, policy.ErrorEOF},
+		{"server closed idle, another type", &net.AddrError{Err: "http: server closed idle connection"}, policy.ErrorOther},
+		{"server closed idle, longer", errors.New("http: server closed idle connection: more"), policy.ErrorOther},
 	}
 	for _, tt := range tests {
 		if got := policy.KindOf(tt.err); got != tt.want {
