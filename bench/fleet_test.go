@@ -9,9 +9,9 @@ import (
 // fails 1 % of requests at random, end over 99.9 % of operations in
 // success (99 % without retries).
 func TestSmallClientsKeepRetrying(t *testing.T) {
-	lib := FleetLibs[1] // retrystack's defaults
+	lib := FleetLibs[0] // retrystack's defaults
 	if lib.Name != "retrystack" {
-		t.Fatalf("FleetLibs[1] is %q", lib.Name)
+		t.Fatalf("FleetLibs[0] is %q", lib.Name)
 	}
 	ok, err := SmallClients(lib, 1000, 6, 30, 0.01, 1)
 	if err != nil {

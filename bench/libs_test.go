@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -42,15 +43,25 @@ func TestEveryClientSends(t *testing.T) {
 			})
 		}
 	}
-	for _, o := range Overloaders {
-		t.Run("metastable/"+o.Name, func(t *testing.T) {
-			tr := &http.Transport{}
-			rt, err := o.New(tr, time.Minute)
-			if err != nil {
-				t.Fatal(err)
+	for _, set := range []struct {
+		name string
+		os   []Overloader
+	}{{"metastable", Overloaders}, {"fleet", FleetLibs}, {"lone", LoneConfigs}} {
+		for _, o := range set.os {
+			for _, to := range []time.Duration{time.Minute, 0} { // 0: no attempt timeout, as in the chaos cell
+				if to == 0 && o.Name == Overloaders[0].Name {
+					continue // the naive client always has one
+				}
+				t.Run(fmt.Sprintf("%s/%s/%v", set.name, o.Name, to), func(t *testing.T) {
+					tr := &http.Transport{}
+					rt, err := o.New(tr, to)
+					if err != nil {
+						t.Fatal(err)
+					}
+					get(t, &http.Client{Transport: rt})
+					tr.CloseIdleConnections()
+				})
 			}
-			get(t, &http.Client{Transport: rt})
-			tr.CloseIdleConnections()
-		})
+		}
 	}
 }

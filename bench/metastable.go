@@ -2,13 +2,17 @@ package bench
 
 import (
 	"net/http"
+	"slices"
 	"time"
 
+	"github.com/failsafe-go/failsafe-go"
+	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/failsafe-go/failsafe-go/timeout"
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/internal/testkit/overload"
+	"github.com/retrystack/retrystack/limit"
 	"github.com/retrystack/retrystack/policy"
 	"github.com/retrystack/retrystack/throttle"
 )
@@ -37,8 +41,10 @@ type Overloader struct {
 }
 
 // Overloaders are the clients of the experiment: naive ones, retrystack's
-// defaults and with its throttle or breaker, and each peer at its defaults
-// and in the resilient configuration its docs recommend.
+// defaults and with its throttle, breaker or concurrency limit (fixed and
+// adaptive), and each peer at its defaults and in the resilient
+// configurations its docs recommend (failsafe-go's with its adaptive
+// limiter too). Each takes the attempt timeout; 0 is none.
 var Overloaders = []Overloader{
 	{"naive (4 retries at once)", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
 		return overload.Naive(svc, to, 4), nil
@@ -54,6 +60,17 @@ var Overloaders = []Overloader{
 		s, err := withLayer(attemptTimeout(to), retrystackBreaker())
 		return s.Then(svc), err
 	}},
+	// The limit layer inside the retry layer, fixed (metaLimit) and
+	// adaptive (from 20, between 1 and 1 000, Envoy's gradient); a request
+	// waits for room within its attempt's time.
+	{"retrystack+limit", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
+		s, err := withLayer(attemptTimeout(to), limit.Layer(limit.Config{Limit: metaLimit}))
+		return s.Then(svc), err
+	}},
+	{"retrystack+limit (adaptive)", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
+		s, err := withLayer(attemptTimeout(to), limit.Layer(limit.Config{Limit: 20, Adaptive: true}))
+		return s.Then(svc), err
+	}},
 	{"go-retryablehttp", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
 		c := retryablehttp.NewClient() // RetryMax 4, backoff 1 s to 30 s: its defaults
 		c.HTTPClient = &http.Client{Transport: svc, Timeout: to}
@@ -61,18 +78,48 @@ var Overloaders = []Overloader{
 		return &retryablehttp.RoundTripper{Client: c}, nil
 	}},
 	{"failsafe-go", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
-		return failsafehttp.NewRoundTripper(svc, failsafehttp.NewRetryPolicyBuilder().Build(), timeout.New[*http.Response](to)), nil
+		return failsafehttp.NewRoundTripper(svc, append([]failsafe.Policy[*http.Response]{failsafehttp.NewRetryPolicyBuilder().Build()}, perAttempt(to)...)...), nil
 	}},
 	{"failsafe-go (budget, breaker)", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
-		return failsafeGuarded(svc, false, timeout.New[*http.Response](to)), nil
+		return failsafeGuarded(svc, false, perAttempt(to)...), nil
+	}},
+	// failsafe-go's adaptive concurrency limiter at its defaults (limits
+	// 1 to 200, starting at 20; no queueing: an attempt past the limit is
+	// refused), inside its guarded retry policy as its docs compose it.
+	{"failsafe-go (budget, breaker, adaptive limiter)", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
+		return failsafeGuarded(svc, false, append([]failsafe.Policy[*http.Response]{adaptivelimiter.NewWithDefaults[*http.Response]()}, perAttempt(to)...)...), nil
 	}},
 	{"retry-go", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
-		return &retryGo{next: overload.AttemptTimeout(svc, to)}, nil
+		return &retryGo{next: timeoutRT(svc, to)}, nil
 	}},
 	{"retry-go (throttle)", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
-		return retryGoThrottled(overload.AttemptTimeout(svc, to), false), nil
+		return retryGoThrottled(timeoutRT(svc, to), false), nil
 	}},
 }
+
+// perAttempt is failsafe-go's timeout of each attempt; none for 0.
+func perAttempt(to time.Duration) []failsafe.Policy[*http.Response] {
+	if to <= 0 {
+		return nil
+	}
+	return []failsafe.Policy[*http.Response]{timeout.New[*http.Response](to)}
+}
+
+// timeoutRT gives each request through svc a timeout of to; none for 0.
+func timeoutRT(svc http.RoundTripper, to time.Duration) http.RoundTripper {
+	if to <= 0 {
+		return svc
+	}
+	return overload.AttemptTimeout(svc, to)
+}
+
+// metaLimit is the fixed limit of retrystack's limit layer in the
+// metastable and fleet experiments: a little above the 90 attempts the
+// experiment's single client has in flight at 600 operations a second
+// (150 ms each), below the service's 150 workers. Each client of a fleet
+// has its own, so a fleet's clients are limited each to 100: no limit at
+// all for small ones.
+const metaLimit = 100
 
 // attemptTimeout is policy.Default() with a timeout per attempt.
 func attemptTimeout(to time.Duration) *policy.Policy {
@@ -98,23 +145,41 @@ func Metastable(lib Overloader, e overload.Experiment) (overload.Result, error) 
 // breaker and pacing state; not its own CPU, scheduler or connection
 // pool: every client here is in one process).
 const (
-	FleetWarmup = time.Second
+	// FleetWarmupTime is the warm-up at the real rate just before the
+	// trigger, after any other.
+	FleetWarmupTime = time.Second
 	// FleetCredit is the full budget window every client has run before
-	// the trigger: its operations are sent back to back before the run
-	// (overload.Experiment.Credit), so that each budget and throttle holds
+	// the trigger: at the real rate (WarmRealTime), or compressed
+	// (WarmCompressed: its operations sent back to back before the run,
+	// overload.Experiment.Credit), so that each budget and throttle holds
 	// what 10 s of the load would have left it.
 	FleetCredit = 10 * time.Second
-	FleetAfter  = 10 * time.Second
+	// FleetAfter is the run after the 1 s trigger.
+	FleetAfter = 10 * time.Second
 )
 
-// FleetExperiment is the run at rate operations a second, with (credit)
-// or without a full budget window of warm-up before the 1 s one.
-func FleetExperiment(rate float64, credit bool) overload.Experiment {
+// A FleetWarmup is how the fleet's clients warm up before the trigger.
+type FleetWarmup string
+
+// The warm-ups: a full budget window at the real rate, then the 1 s one
+// (the run takes 10 s longer); the window compressed (FleetCredit) before
+// the 1 s one; the 1 s one alone.
+const (
+	WarmRealTime   FleetWarmup = "10 s real-time"
+	WarmCompressed FleetWarmup = "10 s compressed"
+	WarmShort      FleetWarmup = "1 s"
+)
+
+// FleetExperiment is the run at rate operations a second after warm.
+func FleetExperiment(rate float64, warm FleetWarmup) overload.Experiment {
 	e := overload.Experiment{
-		Rate: rate, Warmup: FleetWarmup, Trigger: time.Second, After: FleetAfter,
+		Rate: rate, Warmup: FleetWarmupTime, Trigger: time.Second, After: FleetAfter,
 		TriggerCapacity: 0.4, Grace: metaAttempt,
 	}
-	if credit {
+	switch warm {
+	case WarmRealTime:
+		e.Warmup += FleetCredit
+	case WarmCompressed:
 		e.Credit = FleetCredit
 	}
 	return e
@@ -145,19 +210,11 @@ func fleetOf(lib Overloader, n int, svc http.RoundTripper) ([]http.RoundTripper,
 	return clients, nil
 }
 
-// FleetLibs are the clients of the fleet experiment: the overload
-// experiment's but the naive one, and retrystack with the budget its
-// defaults had before (tower's: a reserve of 10 retries a second per
-// client).
-var FleetLibs = append([]Overloader{{"retrystack, tower's budget (before)", func(svc http.RoundTripper, to time.Duration) (http.RoundTripper, error) {
-	p := attemptTimeout(to)
-	b, err := policy.NewTPSBudget(10*time.Second, 10, 0.2)
-	p.Budget = b
-	if err != nil {
-		return nil, err
-	}
-	return retrystack.NewTransport(retrystack.Config{Policy: p, Transport: svc})
-}}}, Overloaders[1:]...)
+// FleetLibs are the clients of the fleet experiment: retrystack with every
+// retry budget of the frontier (Rules: its defaults first), then the
+// metastable experiment's others but the naive one (retrystack's layers,
+// the peers).
+var FleetLibs = append(slices.Clone(Rules), Overloaders[2:]...)
 
 // SmallClients runs ops operations through each of n clients of lib,
 // against a healthy service that answers each request 503 with

@@ -133,7 +133,7 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Report.Stop == policy.StopTimeoutNotRetried {
-		return fmt.Sprintf("engine: %s after %d attempt(s): %v (the budget retries a timed-out attempt only for a client with 20 successes in its last second, so that a fleet does not double a slow service's work: for a lone client use policy.Alone(); for a write, an Idempotency-Key makes the retry safe)", e.Report.Stop, len(e.Report.Attempts), e.Err)
+		return fmt.Sprintf("engine: %s after %d attempt(s): %v (the retry budget did not pay for retrying a timed-out attempt: policy.Default()'s pays only for a client with 20 successes in its last second, so that a fleet does not double a slow service's work; for a client that is alone use policy.Alone(); a request with an Idempotency-Key is retried)", e.Report.Stop, len(e.Report.Attempts), e.Err)
 	}
 	return fmt.Sprintf("engine: %s after %d attempt(s): %v", e.Report.Stop, len(e.Report.Attempts), e.Err)
 }

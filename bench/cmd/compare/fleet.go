@@ -7,6 +7,9 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -14,41 +17,46 @@ import (
 	"github.com/retrystack/retrystack/internal/testkit/overload"
 )
 
-// The fleet experiment's cells: clients and rates, each with a full budget
-// window of warm-up and with the 1 s warm-up alone.
-var (
-	fleetClients = []int{1, 10, 100, 1000}
-	fleetRates   = []float64{600, 900}
-)
+// fleetOptions are the fleet experiment's cells: clients, rates and
+// warm-ups (-clients, -rates, -warmups).
+type fleetOptions struct {
+	clients []int
+	rates   []float64
+	warmups []bench.FleetWarmup
+}
 
-// measureFleet runs every cell for every client library with a full
-// window of warm-up, and for retrystack's defaults before and after with
-// the 1 s warm-up alone (about 12 s a cell, 20 minutes in all), then the
-// small clients against random failures. It tells each row on w as it
-// comes (a JSON line), so that a long run that stops keeps what it
-// measured.
-func measureFleet(w io.Writer, libs *regexp.Regexp) ([]row, error) {
+// The fleet experiment's cells by default.
+var defaultFleet = fleetOptions{
+	clients: []int{1, 10, 100, 1000, 10000},
+	rates:   []float64{600, 900},
+	warmups: []bench.FleetWarmup{bench.WarmRealTime, bench.WarmCompressed, bench.WarmShort},
+}
+
+// measureFleet runs every cell for every client library whose name libs
+// matches: after a full window of warm-up at the real rate (about 23 s a
+// cell) and compressed (about 13 s), and, for retrystack's rules only,
+// after the 1 s warm-up alone; then the small clients against random
+// failures. It tells each row on w as it comes (a JSON line), so that a
+// long run that stops keeps what it measured.
+func measureFleet(w io.Writer, libs *regexp.Regexp, o fleetOptions) ([]row, error) {
 	var rows []row
 	enc := json.NewEncoder(w)
-	for _, credit := range []bool{true, false} {
-		warm := "10 s"
-		if !credit {
-			warm = "1 s"
-		}
-		for _, rate := range fleetRates {
-			for _, n := range fleetClients {
-				for i, lib := range bench.FleetLibs {
+	for _, warm := range o.warmups {
+		for _, rate := range o.rates {
+			for _, n := range o.clients {
+				for _, lib := range bench.FleetLibs {
 					if !libs.MatchString(lib.Name) {
 						continue
 					}
-					if !credit && i > 1 {
-						continue // the 1 s warm-up: retrystack's budgets, before and after
+					if warm == bench.WarmShort && !slices.ContainsFunc(bench.Rules, func(r bench.Overloader) bool { return r.Name == lib.Name }) {
+						continue // the 1 s warm-up: retrystack's budgets only
 					}
-					res, err := bench.Fleet(lib, n, bench.FleetExperiment(rate, credit))
+					e := bench.FleetExperiment(rate, warm)
+					res, err := bench.Fleet(lib, n, e)
 					if err != nil {
 						return nil, err
 					}
-					rows = append(rows, fleetRow(lib.Name, n, rate, warm, res))
+					rows = append(rows, fleetRow(lib.Name, n, rate, string(warm), e, res))
 					enc.Encode(rows[len(rows)-1])
 				}
 			}
@@ -68,12 +76,50 @@ func measureFleet(w io.Writer, libs *regexp.Regexp) ([]row, error) {
 	return rows, nil
 }
 
-func fleetRow(lib string, n int, rate float64, warm string, res overload.Result) row {
+// parseFleet reads -clients, -rates and -warmups: comma-separated lists,
+// "" for the default's.
+func parseFleet(clients, rates, warmups string) (fleetOptions, error) {
+	o := defaultFleet
+	if clients != "" {
+		o.clients = nil
+		for f := range strings.SplitSeq(clients, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return o, fmt.Errorf("-clients: %q is not a count of clients", f)
+			}
+			o.clients = append(o.clients, n)
+		}
+	}
+	if rates != "" {
+		o.rates = nil
+		for f := range strings.SplitSeq(rates, ",") {
+			r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || !(r > 0) {
+				return o, fmt.Errorf("-rates: %q is not a rate", f)
+			}
+			o.rates = append(o.rates, r)
+		}
+	}
+	if warmups != "" {
+		o.warmups = nil
+		names := map[string]bench.FleetWarmup{"real": bench.WarmRealTime, "compressed": bench.WarmCompressed, "1s": bench.WarmShort}
+		for f := range strings.SplitSeq(warmups, ",") {
+			w, ok := names[strings.TrimSpace(f)]
+			if !ok {
+				return o, fmt.Errorf("-warmups: %q is none of real, compressed, 1s", f)
+			}
+			o.warmups = append(o.warmups, w)
+		}
+	}
+	return o, nil
+}
+
+func fleetRow(lib string, n int, rate float64, warm string, e overload.Experiment, res overload.Result) row {
 	r := row{Name: "fleet", Lib: lib, Clients: n, Rate: rate, Warmup: warm,
 		PerOperation: ptr(math.Round(res.Incident*100) / 100), WastedPct: ptr(math.Round(res.Wasted * 100)), Goodput: res.Goodput}
 	// Goodput in the 5 s after the trigger: each bucket holds as many
 	// operations (an open load), so the mean of the buckets' shares.
-	start := int((bench.FleetWarmup + time.Second) / (100 * time.Millisecond))
+	start := int((e.Warmup + e.Trigger) / (100 * time.Millisecond))
 	sum := 0.0
 	for _, g := range res.Goodput[start : start+50] {
 		sum += g

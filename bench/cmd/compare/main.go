@@ -1,8 +1,11 @@
 // Command compare prints every measurement of package bench side by side:
 // the success path, the retry path, the storms, the POST on 503, and the
-// budget and decision micro-benchmarks.
+// budget and decision micro-benchmarks; when named, the lone-client cells
+// and the fleet experiment.
 //
 //	cd bench && go run ./cmd/compare [-json] [-benchtime 500ms] [-rounds 5] [-run REGEX] [-lib REGEX]
+//	cd bench && go run ./cmd/compare -run lone [-lib REGEX]
+//	cd bench && go run ./cmd/compare -run fleet [-lib REGEX] [-clients 1,100] [-rates 600] [-warmups real,compressed,1s]
 //
 // Wall times drift 10-25 % between runs on 2 cores, so every benchmark runs
 // in rounds, the libraries interleaved, and ns/op is the median round;
@@ -21,6 +24,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -55,7 +59,16 @@ type row struct {
 	Clients    int      `json:"clients,omitempty"`
 	Rate       float64  `json:"rate,omitempty"`
 	Warmup     string   `json:"warmup,omitempty"`
-	SuccessPct *float64 `json:"success_pct,omitempty"` // small clients against random failures
+	SuccessPct *float64 `json:"success_pct,omitempty"` // small clients against random failures; the lone cells
+	// The lone-client cells (Name lone-*; Lib is the configuration):
+	// operations, requests the server received, attempts the client made
+	// (above any fault injected below it), what failed or happened, and
+	// how the cell was run.
+	Ops      *int   `json:"ops,omitempty"`
+	Requests *int   `json:"requests,omitempty"`
+	Attempts *int   `json:"attempts,omitempty"`
+	Outcome  string `json:"outcome,omitempty"`
+	Note     string `json:"note,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -67,8 +80,11 @@ func main() {
 	asJSON := flag.Bool("json", false, "print one JSON object per measurement")
 	benchtime := flag.Duration("benchtime", 500*time.Millisecond, "time per benchmark and round")
 	rounds := flag.Int("rounds", 5, "rounds of each benchmark, the libraries interleaved; ns/op is their median")
-	run := flag.String("run", "", "measure only those whose name matches this regular expression (e.g. in-memory; fleet runs only when named: half an hour)")
-	lib := flag.String("lib", "", "in the fleet experiment, only the client libraries whose name matches this regular expression")
+	run := flag.String("run", "", "measure only those whose name matches this regular expression (e.g. in-memory; lone and fleet run only when named: 4 minutes and hours)")
+	lib := flag.String("lib", "", "in the lone cells and the fleet experiment, only the configurations whose name matches this regular expression")
+	clients := flag.String("clients", "", "in the fleet experiment, the fleet sizes (default 1,10,100,1000,10000)")
+	rates := flag.String("rates", "", "in the fleet experiment, the rates in operations a second (default 600,900)")
+	warmups := flag.String("warmups", "", "in the fleet experiment, the warm-ups among real, compressed, 1s (default all three; 1s for retrystack's budgets only)")
 	flag.Parse()
 	testing.Init()
 	flag.Set("test.benchtime", benchtime.String())
@@ -87,8 +103,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "compare: -lib:", err)
 		os.Exit(2)
 	}
+	fleet, err := parseFleet(*clients, *rates, *warmups)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(2)
+	}
 	runFlag = run
-	rows, err := measure(*rounds, only, libs)
+	rows, err := measure(*rounds, only, libs, fleet)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
@@ -100,8 +121,16 @@ func main() {
 		}
 		return
 	}
-	if fleet := slices.DeleteFunc(slices.Clone(rows), func(r row) bool { return r.Clients == 0 }); len(fleet) > 0 {
-		rows = slices.DeleteFunc(rows, func(r row) bool { return r.Clients != 0 })
+	if lone := slices.DeleteFunc(slices.Clone(rows), func(r row) bool { return !strings.HasPrefix(r.Name, "lone-") }); len(lone) > 0 {
+		rows = slices.DeleteFunc(rows, func(r row) bool { return strings.HasPrefix(r.Name, "lone-") })
+		printLone(lone)
+		if len(rows) == 0 {
+			return
+		}
+		fmt.Println()
+	}
+	if fleet := slices.DeleteFunc(slices.Clone(rows), func(r row) bool { return !strings.HasPrefix(r.Name, "fleet") }); len(fleet) > 0 {
+		rows = slices.DeleteFunc(rows, func(r row) bool { return strings.HasPrefix(r.Name, "fleet") })
 		printFleet(fleet)
 		if len(rows) == 0 {
 			return
@@ -197,7 +226,7 @@ func spanCost(in []row) []row {
 	return out
 }
 
-func measure(rounds int, only, libs *regexp.Regexp) ([]row, error) {
+func measure(rounds int, only, libs *regexp.Regexp, fleetOpts fleetOptions) ([]row, error) {
 	// A server of its own for each run: closing it closes the connections
 	// a library leaked, which would otherwise pile up across rounds.
 	srv := bench.Server
@@ -270,8 +299,15 @@ func measure(rounds int, only, libs *regexp.Regexp) ([]row, error) {
 			rows = append(rows, r)
 		}
 	}
-	if *runFlag != "" && only.MatchString("fleet") { // half an hour: only when named
-		fleet, err := measureFleet(os.Stderr, libs)
+	if *runFlag != "" && only.MatchString("lone") { // 4 minutes: only when named
+		lone, err := measureLone(os.Stderr, libs)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, lone...)
+	}
+	if *runFlag != "" && only.MatchString("fleet") { // hours: only when named
+		fleet, err := measureFleet(os.Stderr, libs, fleetOpts)
 		if err != nil {
 			return nil, err
 		}
