@@ -483,7 +483,16 @@ func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error)
 
 // discard shows the response to the observer a layer above installed,
 // then releases it without letting a stalled body hold the operation.
+// The attempt's request is not sent further: a server that answered
+// before reading the whole body (a proxy's 502 or 413 to an upload) may
+// leave net/http's writer reading it while the response is released (it
+// waits up to 50 ms for the write to end), and that writer must not take
+// a kept body past its replay buffer, which would end the retries the
+// discard is for.
 func (o *httpOp) discard(resp *http.Response) (lost []string) {
+	if rp := o.replay(); rp != nil {
+		rp.Retire()
+	}
 	lost = o.cookies(resp)
 	if o.observed() {
 		o.emit(middleware.Event{Name: protocol.EventDiscarded, Attrs: []attribute.KeyValue{semconv.HTTPResponseStatusCode(resp.StatusCode)}})

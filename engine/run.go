@@ -219,6 +219,11 @@ func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts) (
 			}
 			return l.fail(l.inFlight(l.timeUp().mustStop(), false), err)
 		}
+		if n > 1 {
+			if stop, err := l.bodyLost(); err != nil {
+				return l.fail(stop, err)
+			}
+		}
 		if n == 1 {
 			// A retry's plan waits for the host's hold itself (plan), so
 			// that a stop still hands back the answer it has.
@@ -246,6 +251,25 @@ func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts) (
 			return l.fail(l.inFlight(l.timeUp().mustStop(), false), err)
 		}
 	}
+}
+
+// bodyLost stops a planned retry whose request body can no longer be sent
+// again: the last attempt's writer read it past the replay buffer after
+// the retry was planned (discard retires that writer, so only a read
+// already under way can). The retry paid for is paid back; the answer it
+// replaced is gone, so the operation ends with the body's error.
+func (l *loop[T]) bodyLost() (policy.StopReason, error) {
+	err := l.o.replayErr()
+	if err == nil {
+		return "", nil
+	}
+	l.bodyErr = err
+	l.pitfall(PitfallBodyNotReplayable)
+	if r, ok := l.e.p.Budget.(refunder); ok && l.paid > 0 {
+		r.Refund()
+		l.paid--
+	}
+	return policy.StopBodyNotReplayable, err
 }
 
 // release frees what a loop that did not return still holds: it ran only
