@@ -189,12 +189,14 @@ func TestPacingWithPrepare(t *testing.T) {
 	}
 }
 
-// A retry whose wait another operation's hold outlasts past the deadline
-// stops as a retry does whose own hint does: the caller gets the answer
-// it has, not an error.
-func TestPacedRetryKeepsItsAnswer(t *testing.T) {
+// A retry whose host another operation's answer holds longer while it
+// waits is held too (it checks the hold again when its wait ends): past
+// the deadline it is not sent. The answer it would have replaced was
+// released when the wait began, so the caller gets the hold's error; it
+// used to be sent at once, and meet the same 429 (issue 44).
+func TestPacedRetryFollowsALongerHold(t *testing.T) {
 	pc := newPaced(t, policy.Default())
-	pc.next["h"] = []*http.Response{answer(503, "Retry-After", "1")}
+	pc.next["h"] = []*http.Response{answer(503, "Retry-After", "1"), answer(200)}
 	pc.clock.during = func() { // another operation's 429 holds the host 30 s while this one waits
 		pc.clock.during = nil
 		pc.rt.(*transport).e.pace.hold("h", pc.clock.t.Add(30*time.Second), pc.clock.t)
@@ -202,15 +204,58 @@ func TestPacedRetryKeepsItsAnswer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", "https://h/x", nil)
-	// The first wait is the operation's own (1 s); the hold comes during
-	// it, and the next plan sees it.
-	pc.next["h"] = append(pc.next["h"], answer(503, "Retry-After", "1"))
+	_, err := pc.rt.RoundTrip(req)
+	var paced *pacedError
+	if !errors.As(err, &paced) || paced.host != "h" {
+		t.Fatalf("%v: want the host's hold, past the deadline", err)
+	}
+	if rep := ReportFrom(err); rep.Stop != policy.StopWaitExceedsBudget || len(rep.Attempts) != 1 || len(pc.sent) != 1 {
+		t.Errorf("%v, sent %v: want 1 attempt sent, wait-exceeds-budget", rep, pc.sent)
+	}
+
+	// Within the deadline, the retry waits for the longer hold and goes.
+	pc = newPaced(t, policy.Default())
+	pc.next["h"] = []*http.Response{answer(503, "Retry-After", "1"), answer(200)}
+	pc.clock.during = func() {
+		pc.clock.during = nil
+		pc.rt.(*transport).e.pace.hold("h", pc.clock.t.Add(5*time.Second), pc.clock.t)
+	}
+	req, _ = http.NewRequestWithContext(context.Background(), "GET", "https://h/x", nil)
 	resp, err := pc.rt.RoundTrip(req)
 	if err != nil {
-		t.Fatalf("%v: want the last 503 handed back", err)
+		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if rep := ReportOf(resp); resp.StatusCode != 503 || rep.Stop != policy.StopWaitExceedsBudget {
-		t.Errorf("%d, %v: want the 503, wait-exceeds-budget", resp.StatusCode, rep)
+	if len(pc.sent) != 2 || !strings.HasPrefix(pc.sent[1], "h@") {
+		t.Fatalf("sent %v: want the retry", pc.sent)
+	}
+	var at int
+	fmt.Sscanf(strings.TrimPrefix(pc.sent[1], "h@"), "%d", &at)
+	if at < 6000 {
+		t.Errorf("the retry went at %d ms, want after the longer hold (1 s own wait, then 5 s)", at)
+	}
+}
+
+// A request already waiting out a host's hold is held again when a later
+// answer asks for longer: it goes when the longer hold ends, not when the
+// first did (under nginx's limit_req, the paced requests released
+// together met 429s again).
+func TestPacedFirstAttemptFollowsALongerHold(t *testing.T) {
+	pc := newPaced(t, policy.Default())
+	pc.rt.(*transport).e.pace.hold("h", pc.clock.t.Add(time.Second), pc.clock.t)
+	pc.clock.during = func() { // while it waits, a 429 elsewhere asks for 5 s
+		pc.clock.during = nil
+		pc.rt.(*transport).e.pace.hold("h", pc.clock.t.Add(5*time.Second), pc.clock.t)
+	}
+	if _, err := pc.get(t, context.Background(), "https://h/x"); err != nil {
+		t.Fatal(err)
+	}
+	var at int
+	if len(pc.sent) != 1 {
+		t.Fatalf("sent %v", pc.sent)
+	}
+	fmt.Sscanf(strings.TrimPrefix(pc.sent[0], "h@"), "%d", &at)
+	if at < 6000 {
+		t.Errorf("sent at %d ms, want after the longer hold (1 s, then 5 s more)", at)
 	}
 }

@@ -224,16 +224,15 @@ func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts) (
 				return l.fail(stop, err)
 			}
 		}
-		if n == 1 {
-			// A retry's plan waits for the host's hold itself (plan), so
-			// that a stop still hands back the answer it has.
-			if key, host, port, until := l.o.paced(); !until.IsZero() {
-				if stop, err := l.pace(key, host, port, until); err != nil {
-					if f.body != nil {
-						f.body.Close()
-					}
-					return l.fail(stop, err)
+		// A retry's plan waits for the host's hold as it was then (plan),
+		// so that a stop still hands back the answer it has; a hold that a
+		// later answer made longer meanwhile holds the retry here too.
+		if key, host, port, until := l.o.paced(); !until.IsZero() {
+			if stop, err := l.pace(key, host, port, until); err != nil {
+				if n == 1 && f.body != nil {
+					f.body.Close()
 				}
+				return l.fail(stop, err)
 			}
 		}
 		v, info, dec, err := l.attempt(n)
@@ -639,8 +638,20 @@ func (l *loop[T]) withdraw(info attemptInfo, err error) policy.StopReason {
 // pace waits until a host that asked for no requests allows them again,
 // when that comes before the operation's deadline; otherwise it stops the
 // operation at once, nothing sent: a wait that cannot finish is not
-// started.
+// started. A hold that a later answer made longer while it waited is
+// waited for in turn.
 func (l *loop[T]) pace(key, host string, port int, until time.Time) (policy.StopReason, error) {
+	for !until.IsZero() {
+		if stop, err := l.paceOnce(key, host, port, until); err != nil {
+			return stop, err
+		}
+		_, _, _, until = l.o.paced()
+	}
+	return "", nil
+}
+
+// paceOnce is one wait of pace: until the hold as it stands.
+func (l *loop[T]) paceOnce(key, host string, port int, until time.Time) (policy.StopReason, error) {
 	e := l.e
 	now := e.now()
 	wait := until.Sub(now)

@@ -101,7 +101,9 @@ type RetryAfter struct {
 	// (RateLimit r=0, X-RateLimit-Remaining: 0) asks for a wait, every
 	// attempt to that host, of any operation, waits until then within
 	// its deadline, or stops at once with wait-exceeds-budget, nothing
-	// sent, instead of meeting the same 429. A host is held back at most
+	// sent, instead of meeting the same 429. A later answer that asks for
+	// longer holds the attempts already waiting too: each checks the
+	// host's hold again when its wait ends. A host is held back at most
 	// Max (an hour without one) per answer, and forgotten once its time
 	// has passed. Default sets it.
 	Pace bool
@@ -110,7 +112,10 @@ type RetryAfter struct {
 // Hint is the wait a response's header asks for: its Retry-After, and,
 // when its rate-limit fields say nothing remains (RateLimit with r=0,
 // RateLimit-Remaining or X-RateLimit-Remaining: 0), the time until the
-// limit resets; the longer of the two. found is false when the header
+// limit resets; the longer of the two. Of several Retry-After fields (an
+// upstream's and a proxy's) the longest these rules parse counts: the
+// safer, so that an upstream's 0 does not undo a proxy's floor. found is
+// false when the header
 // asks for nothing; ok is false when it has a Retry-After these rules do
 // not support (and no rate-limit reset). With Ignore it finds nothing.
 func (r RetryAfter) Hint(h http.Header, now time.Time) (wait time.Duration, found, ok bool) {
@@ -119,7 +124,14 @@ func (r RetryAfter) Hint(h http.Header, now time.Time) (wait time.Duration, foun
 	}
 	limit, limited := rateLimitWait(h, now)
 	if v := h["Retry-After"]; len(v) > 0 {
-		hw, hok := r.Parse(v[0], now)
+		// Several (an upstream's and a proxy's): the longest this policy
+		// parses, the safer; an upstream's 0 does not undo a proxy's floor.
+		hw, hok := time.Duration(0), false
+		for _, s := range v {
+			if w, ok := r.Parse(s, now); ok {
+				hw, hok = max(hw, w), true
+			}
+		}
 		switch {
 		case hok:
 			return max(hw, limit), true, true

@@ -108,3 +108,25 @@ func FuzzParseRetryAfter(f *testing.F) {
 
 // maxRetryAfter is the longest hint a RetryAfter parses: 100 years.
 const maxRetryAfter = 100 * 365 * 24 * time.Hour
+
+// Two Retry-After fields (an upstream's and the proxy's in front of it):
+// the longest counts, whichever comes first; one the rules cannot parse
+// does not hide one they can.
+func TestHintTakesTheLongestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		values []string
+		want   time.Duration
+	}{
+		{[]string{"0", "2"}, 2 * time.Second},
+		{[]string{"2", "0"}, 2 * time.Second},
+		{[]string{"soon", "3"}, 3 * time.Second},
+		{[]string{"1", now.Add(5 * time.Second).Format(http.TimeFormat)}, 5 * time.Second},
+	} {
+		h := http.Header{"Retry-After": tt.values}
+		got, found, ok := policy.RetryAfter{}.Hint(h, now)
+		if got != tt.want || !found || !ok {
+			t.Errorf("Retry-After %q: %v, found %v, ok %v; want %v", tt.values, got, found, ok, tt.want)
+		}
+	}
+}
