@@ -604,14 +604,12 @@ type refunder interface{ Refund() }
 type depositAt interface{ DepositAt(now time.Time) }
 
 // withdraw pays the budget for a retry, or names the stop when it cannot.
-// (Asking again for a keyed request
-// in flight is not charged: the server answers it from its store, and the
-// deadline bounds it.) Resending an attempt that never
-// reached the server (a failed dial, a refused stream) costs the server
-// nothing, and the budget nothing; an
-// unkeyed attempt that timed out may still be running there, and a budget
-// that prices that apart is asked so: its refusal is the stop
-// timeout-not-retried.
+// (Asking again for a keyed request in flight is not charged: the server
+// answers it from its store, and the deadline bounds it.) Resending an
+// attempt that never reached the server (a failed dial, a refused stream)
+// costs the server nothing, and the budget nothing; an unkeyed attempt
+// that timed out may still be running there, and a budget that prices
+// that apart is asked so: its refusal is the stop timeout-not-retried.
 func (l *loop[T]) withdraw(info attemptInfo, err error) policy.StopReason {
 	b := l.e.p.Budget
 	if err != nil && info.hedges == 0 && (isDial(err) || policy.KindOf(err) == policy.ErrorRefusedStream) {
