@@ -106,7 +106,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // defaultRun selects the acceptance table's rows; the lab's own rows (base/,
 // fix/) run when -run names them.
-const defaultRun = `^(seed\d+|chain|ratelimit|routes|breaker|hedge|limit|chaos|writes|field|overload|fleet)/`
+const defaultRun = `^(seed\d+|chain|ratelimit|routes|breaker|hedge|limit|chaos|writes|field|overload|fleet|lone)/`
 
 const usage = `usage: retrylab [-list] [-run REGEX] [-json] [-wide] [-stack a,b,c] [-preset NAME] [-chaos F[:R],…] [-otlp URL]
 
