@@ -71,13 +71,23 @@ func TestEarlyAnswerDoesNotSpendTheReplayBuffer(t *testing.T) {
 	}
 }
 
-// A read the writer had under way as the retry was decided can still take
-// the body past the buffer (its bytes are kept while they fit, and here
-// they do not): the retry is not sent, the operation stops
-// body-not-replayable with its pitfall, and the budget gets the retry
-// back. No attempt is recorded that the server never saw.
-func TestBodyLostAfterTheRetryWasPlanned(t *testing.T) {
+// A read the writer had under way as the retry was decided takes no more
+// than the room the buffer has left: 6 KiB here, where net/http's writer
+// asks for 32 KiB over HTTP/1.1 and up to 512 KiB over HTTP/2. The retry
+// sends the body whole.
+func TestReadUnderWayFitsTheBuffer(t *testing.T) {
 	u := earlyAnswer(t, 250<<10)
+	if u.err != nil || u.status != 200 || u.got != u.sum || len(u.rep.Attempts) != 2 {
+		t.Fatalf("error %v, status %d, report %v; want 200 with the whole body's SHA-256 after 2 attempts", u.err, u.status, u.rep)
+	}
+}
+
+// With the buffer full, the read under way as the retry was decided takes
+// the body past it (by its one byte): the retry is not sent, the
+// operation stops body-not-replayable with its pitfall, and the budget
+// gets the retry back. No attempt is recorded that the server never saw.
+func TestBodyLostAfterTheRetryWasPlanned(t *testing.T) {
+	u := earlyAnswer(t, 256<<10)
 	if u.err == nil {
 		t.Fatalf("status %d: want the operation to stop", u.status)
 	}

@@ -272,6 +272,15 @@ func (rd *replayReader) Read(p []byte) (int, error) {
 	if n, done, err := rd.fromKept(p); done { // another reader pulled meanwhile
 		return n, err
 	}
+	// While the body is kept, a read takes no more than the room left (at
+	// least a byte, to find the end or outgrow it): a read under way when
+	// its reader is retired (HTTP/2's writer asks for up to 512 KiB at
+	// once) cannot then take the body past the limit for the next one.
+	r.mu.Lock()
+	if room := r.limit - len(r.kept); r.over == nil && room < len(p) {
+		p = p[:max(room, 1)]
+	}
+	r.mu.Unlock()
 	n, err := r.src.Read(p)
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -388,3 +388,35 @@ func TestRewindThatFailsNamesTheSeek(t *testing.T) {
 	}
 	r.Done()
 }
+
+// While a body is kept, one read takes no more than the room left: a
+// reader retired with a read under way (HTTP/2's writer asks for up to
+// 512 KiB at once) leaves the body replayable; then a read of a full
+// buffer takes a single byte, and outgrows it.
+func TestReplayReadTakesTheRoomLeft(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789"), 1000)
+	r := NewReplay(io.NopCloser(bytes.NewReader(data)), 4096, nil)
+	defer r.Done()
+	rd, err := r.Reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := make([]byte, 3000)
+	if n, err := io.ReadFull(rd, p); n != 3000 || err != nil {
+		t.Fatalf("first read: %d, %v", n, err)
+	}
+	big := make([]byte, 512<<10)
+	if n, err := rd.Read(big); n != 1096 || err != nil {
+		t.Fatalf("a 512 KiB read with 1096 bytes of room: %d, %v; want 1096", n, err)
+	}
+	if !r.Replayable() {
+		t.Fatal("a read that fit the room outgrew the buffer")
+	}
+	if n, err := rd.Read(big); n != 1 || err != nil || r.Replayable() {
+		t.Fatalf("a read of a full buffer: %d, %v, replayable %v; want 1 byte, the buffer outgrown", n, err, r.Replayable())
+	}
+	if n, _ := rd.Read(big); n <= 1 {
+		t.Fatalf("the reader the body committed to reads on in whole reads: %d bytes", n)
+	}
+	rd.Close()
+}
