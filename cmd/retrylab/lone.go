@@ -11,10 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/retrystack/retrystack/chaos"
+	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 )
@@ -89,9 +89,8 @@ func loneStalls(t *trial, clients, n int) {
 		}
 	}))
 	defer srv.Close()
-	var ok atomic.Int64
+	var tl tally
 	var wg sync.WaitGroup
-	stops := map[string]int{}
 	for i := range clients {
 		c, err := t.newClient()
 		if err != nil {
@@ -103,34 +102,56 @@ func loneStalls(t *trial, clients, n int) {
 			defer c.CloseIdleConnections()
 			for range n {
 				status, _, rep, err := t.requestVia(t.ctx, c, http.MethodGet, srv.URL+path, nil)
-				if err == nil && status == http.StatusOK {
-					ok.Add(1)
-					continue
-				}
-				stop := "unknown"
-				if rep != nil {
-					stop = string(rep.Stop)
-				}
-				mu.Lock()
-				stops[stop]++
-				mu.Unlock()
+				tl.add(status, rep, err)
 			}
 		})
 	}
 	wg.Wait()
-	t.extra["success_pct"] = fmt.Sprintf("%.2f", float64(ok.Load())*100/float64(clients*n))
-	if len(stops) > 0 {
-		t.extra["failed"] = counts(stops)
-	}
+	tl.record(t, clients*n)
 }
 
-// counts is m as "key:n,key:n", in key order.
-func counts(m map[string]int) string {
-	var out []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, k+":"+strconv.Itoa(m[k]))
+// tally counts the operations of a lone row as they end: those that ended
+// 200, the attempts their reports name, and how the others stopped.
+type tally struct {
+	mu       sync.Mutex
+	ok       int
+	attempts int
+	stops    map[string]int
+}
+
+func (tl *tally) add(status int, rep *engine.Report, err error) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if rep != nil {
+		tl.attempts += len(rep.Attempts)
 	}
-	return strings.Join(out, ",")
+	if err == nil && status == http.StatusOK {
+		tl.ok++
+		return
+	}
+	stop := "unknown"
+	if rep != nil {
+		stop = string(rep.Stop)
+	}
+	if tl.stops == nil {
+		tl.stops = map[string]int{}
+	}
+	tl.stops[stop]++
+}
+
+// record puts the tally of ops operations in t's extra figures:
+// success_pct, attempts_per_op and, when some failed, failed as
+// "stop:n,stop:n".
+func (tl *tally) record(t *trial, ops int) {
+	t.extra["success_pct"] = fmt.Sprintf("%.2f", float64(tl.ok)*100/float64(ops))
+	t.extra["attempts_per_op"] = fmt.Sprintf("%.2f", float64(tl.attempts)/float64(ops))
+	if len(tl.stops) > 0 {
+		var failed []string
+		for _, k := range slices.Sorted(maps.Keys(tl.stops)) {
+			failed = append(failed, k+":"+strconv.Itoa(tl.stops[k]))
+		}
+		t.extra["failed"] = strings.Join(failed, ",")
+	}
 }
 
 // loneConcurrent sends n GETs on each of senders senders at once, each
@@ -159,40 +180,20 @@ func loneConcurrent(t *trial, n, senders int) {
 	}
 	c := &http.Client{Transport: rt, CheckRedirect: t.client.CheckRedirect}
 	before := t.count()
-	var ok, attempts atomic.Int64
-	var mu sync.Mutex
-	stops := map[string]int{}
+	var tl tally
 	var wg sync.WaitGroup
 	for i := range senders {
 		ctx := context.WithValue(t.ctx, senderKey{}, i)
 		wg.Go(func() {
 			for range n {
 				status, _, rep, err := t.requestVia(ctx, c, http.MethodGet, t.url("/s/200"), nil)
-				if rep != nil {
-					attempts.Add(int64(len(rep.Attempts)))
-				}
-				if err == nil && status == http.StatusOK {
-					ok.Add(1)
-					continue
-				}
-				stop := "unknown"
-				if rep != nil {
-					stop = string(rep.Stop)
-				}
-				mu.Lock()
-				stops[stop]++
-				mu.Unlock()
+				tl.add(status, rep, err)
 			}
 		})
 	}
 	wg.Wait()
-	ops := float64(senders * n)
-	t.extra["success_pct"] = fmt.Sprintf("%.2f", float64(ok.Load())*100/ops)
-	t.extra["requests_per_op"] = fmt.Sprintf("%.2f", float64(t.count()-before)/ops)
-	t.extra["attempts_per_op"] = fmt.Sprintf("%.2f", float64(attempts.Load())/ops)
-	if len(stops) > 0 {
-		t.extra["failed"] = counts(stops)
-	}
+	tl.record(t, senders*n)
+	t.extra["requests_per_op"] = fmt.Sprintf("%.2f", float64(t.count()-before)/float64(senders*n))
 }
 
 // senderKey is the context key of loneConcurrent's sender number.
