@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrystack/retrystack/crosslayer"
 	"github.com/retrystack/retrystack/internal/inbound"
+	"github.com/retrystack/retrystack/internal/protocol"
 )
 
 // What Handler makes of the request headers: bad, missing, negative and
@@ -210,5 +211,22 @@ func TestHandlerConsumesTheHeaders(t *testing.T) {
 	h.ServeHTTP(httptest.NewRecorder(), req)
 	if seen.Get("Retrystack-Attempt") != "" || seen.Get("Retrystack-Timeout-Ms") != "" || seen.Get("X-Other") != "kept" {
 		t.Errorf("the handler saw %v", seen)
+	}
+}
+
+// The attempt header the client half writes (internal/protocol, its one
+// home) is the one Handler reads, for every attempt a policy allows.
+func TestAttemptHeaderRoundTrip(t *testing.T) {
+	for _, c := range []struct{ n, max int }{{2, 3}, {3, 3}, {17, 10_000}, {10_000, 10_000}} {
+		var pos crosslayer.Position
+		h := crosslayer.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			pos, _ = crosslayer.PositionOf(r.Context())
+		}), crosslayer.Config{})
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Header.Set(protocol.AttemptHeader, protocol.AttemptValue(c.n, c.max))
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		if pos != (crosslayer.Position{Attempt: c.n, Max: c.max}) {
+			t.Errorf("%q read as %+v", protocol.AttemptValue(c.n, c.max), pos)
+		}
 	}
 }

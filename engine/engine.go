@@ -2,12 +2,12 @@ package engine
 
 import (
 	"context"
-	"github.com/retrystack/retrystack/internal/wire"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/retrystack/retrystack/crosslayer"
+	"github.com/retrystack/retrystack/internal/protocol"
+	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/policy"
 	"golang.org/x/net/http/httpguts"
 )
@@ -179,7 +179,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func attemptValues(max int) []string {
 	v := make([]string, min(max, 16)+1)
 	for n := 2; n < len(v); n++ {
-		v[n] = strconv.Itoa(n) + "; max=" + strconv.Itoa(max)
+		v[n] = protocol.AttemptValue(n, max)
 	}
 	return v
 }

@@ -11,7 +11,6 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -701,7 +700,7 @@ func (e *Engine) attemptValue(n int) string {
 	if n < len(e.attemptValues) {
 		return e.attemptValues[n]
 	}
-	return strconv.Itoa(n) + "; max=" + strconv.Itoa(e.p.MaxAttempts)
+	return protocol.AttemptValue(n, e.p.MaxAttempts)
 }
 
 // replayErr implements loopOp: a kept body that outgrew its replay buffer

@@ -25,6 +25,12 @@ const (
 	ShouldRetryHeader = "Retrystack-Should-Retry"
 )
 
+// AttemptValue is the attempt header's value on attempt n of at most
+// max: "2; max=3". Package crosslayer reads it (Position).
+func AttemptValue(n, max int) string {
+	return strconv.Itoa(n) + "; max=" + strconv.Itoa(max)
+}
+
 // TimeLeft is the timeout header's value for a send that begins now,
 // under deadline dl. It is rounded up: the service's deadline never ends
 // before its caller's, so the caller sees its own deadline, not the
