@@ -72,8 +72,10 @@ type Fault struct {
 
 	// Hosts, in lower case ("api.example.com" matches on any port,
 	// "api.example.com:8443" on that port only, the scheme's default
-	// port when the URL names none); Methods, in capitals; Paths,
-	// prefixes of the URL's path. Empty: any.
+	// port when the URL names none), compared as net/http dials them
+	// (an internationalised name and its punycode are one host, as for
+	// the breaker, the throttle and pacing); Methods, in capitals;
+	// Paths, prefixes of the URL's path. Empty: any.
 	Hosts, Methods, Paths []string
 	// Attempts limits the fault to the first Attempts attempts of an
 	// operation (read from middleware.Operation; above the retry layer
@@ -266,20 +268,18 @@ func splitHost(h string) (name, port string) {
 }
 
 // hostMatches reports whether u's host is h: its name, and its port when
-// h names one (the scheme's default port when u names none).
+// h names one (the scheme's default port when u names none). Both sides
+// are the host as net/http dials it (wire.HostKey: lower case, an
+// internationalised name in punycode, no default port), as the breaker,
+// the throttle and pacing key their hosts.
 func hostMatches(h string, u *url.URL) bool {
-	name, port := splitHost(h)
-	if !strings.EqualFold(name, u.Hostname()) {
-		return false
+	have := wire.HostKey(u)
+	if _, port := splitHost(h); port != "" {
+		return wire.HostKey(&url.URL{Scheme: u.Scheme, Host: h}) == have
 	}
-	if port == "" {
-		return true
-	}
-	have := u.Port()
-	if have == "" {
-		have = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	return have == port
+	name, _ := splitHost(have)
+	want, _ := splitHost(wire.HostKey(&url.URL{Scheme: u.Scheme, Host: h}))
+	return name == want
 }
 
 func contains(xs []string, x string) bool {

@@ -177,6 +177,25 @@ func TestScope(t *testing.T) {
 			t.Errorf("%s %s: %d %v; want %d", tc.method, tc.url, st, err, tc.want)
 		}
 	}
+	// The host as net/http dials it, as the breaker, the throttle and
+	// pacing key theirs: an internationalised name matches its punycode,
+	// in any case.
+	f = chaos.Fault{Kind: chaos.Status, Status: 503, Rate: 1, Hosts: []string{"bücher.example", "xn--caf-dma.example:8443"}}
+	rt = chaos.Layer(chaos.Config{Faults: []chaos.Fault{f}}).Wrap(&okBase{})
+	for _, tc := range []struct {
+		method, url string
+		want        int
+	}{
+		{"GET", "http://BÜCHER.example/", 503},
+		{"GET", "https://xn--bcher-kva.example:8443/", 503},
+		{"GET", "https://café.example:8443/", 503},
+		{"GET", "https://café.example/", 200},
+		{"GET", "http://bucher.example/", 200},
+	} {
+		if st, err := do(rt, tc.method, tc.url); st != tc.want {
+			t.Errorf("%s %s: %d %v; want %d", tc.method, tc.url, st, err, tc.want)
+		}
+	}
 }
 
 // A header asks for the faults of the kinds it names, of those the
