@@ -22,6 +22,7 @@ import (
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 	"go.opentelemetry.io/otel/attribute"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Kind is what a fault does.
@@ -126,7 +127,7 @@ func newChaos(cfg Config) (*chaos, error) {
 	bad := func(field string, value any, reason string) error {
 		return &policy.ConfigError{Field: field, Value: value, Reason: reason}
 	}
-	if cfg.Header != "" && !validHeader(cfg.Header) {
+	if cfg.Header != "" && !httpguts.ValidHeaderFieldName(cfg.Header) {
 		return nil, bad("Header", cfg.Header, "not a header name")
 	}
 	fire := false
@@ -166,7 +167,7 @@ func newChaos(cfg Config) (*chaos, error) {
 			}
 		}
 		for j, m := range f.Methods {
-			if m == "" || m != strings.ToUpper(m) || !validHeader(m) {
+			if m == "" || m != strings.ToUpper(m) || !httpguts.ValidHeaderFieldName(m) {
 				return nil, bad(at(fmt.Sprintf("Methods[%d]", j)), m, "matches no request: want a method in capitals, as GET")
 			}
 		}
@@ -193,21 +194,6 @@ func newChaos(cfg Config) (*chaos, error) {
 		cfg.Header = http.CanonicalHeaderKey(cfg.Header)
 	}
 	return &chaos{cfg: cfg, rnd: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}, nil
-}
-
-// validHeader reports whether s is an HTTP token (a header name, a
-// method).
-func validHeader(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 type chaos struct {
