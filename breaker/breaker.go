@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -374,9 +375,9 @@ func (b *Breaker) changed(ctx context.Context, c *circuit, key string, ch stateC
 	}
 	if op, ok := middleware.OperationOf(ctx); ok {
 		op.Emit(middleware.Event{Name: middleware.EventBreakerChange, Attrs: []attribute.KeyValue{
-			attribute.String("retrystack.breaker.key", key),
-			attribute.String("retrystack.breaker.from", ch.from.String()),
-			attribute.String("retrystack.breaker.to", ch.to.String())}})
+			attribute.String(protocol.AttrBreakerKey, key),
+			attribute.String(protocol.AttrBreakerFrom, ch.from.String()),
+			attribute.String(protocol.AttrBreakerTo, ch.to.String())}})
 	}
 }
 

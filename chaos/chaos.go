@@ -331,7 +331,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				d += time.Duration(c.draw() * float64(f.Jitter))
 			}
 			p.delay = satAdd(p.delay, d)
-			emit(op, f.Kind, attribute.Float64("retrystack.chaos.delay", d.Seconds()))
+			emit(op, f.Kind, attribute.Float64(protocol.AttrChaosDelay, d.Seconds()))
 		case Status:
 			if p.status == nil && p.refuse == nil {
 				p.status = f
@@ -393,7 +393,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &injected{kind: Reset, err: &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}}
 	}
 	if p.body != nil && !wire.IsUpgrade(resp) && resp.Body != http.NoBody {
-		emit(op, p.body.Kind, attribute.Int64("retrystack.chaos.after", p.body.After))
+		emit(op, p.body.Kind, attribute.Int64(protocol.AttrChaosAfter, p.body.After))
 		resp.Body = &faultyBody{body: resp.Body, kind: p.body.Kind, left: p.body.After, ctx: req.Context(), closed: make(chan struct{})}
 		resp.ContentLength = -1 // it will not be what the server said
 	}

@@ -56,7 +56,7 @@ const (
 	AttrHedge = attribute.Key(protocol.AttrHedge)
 	// AttrBreakerKey and AttrBreakerState are the circuit and the state it
 	// entered, on the breaker metric.
-	AttrBreakerKey   = attribute.Key("retrystack.breaker.key")
+	AttrBreakerKey   = attribute.Key(protocol.AttrBreakerKey)
 	AttrBreakerState = attribute.Key("retrystack.breaker.state")
 
 	// EventTransparent is the event of an attempt span for each send the
@@ -262,7 +262,7 @@ func (t *Telemetry) record(ctx context.Context, span trace.Span, e middleware.Ev
 	switch e.Name {
 	case protocol.EventBreaker:
 		if t.circuits != nil {
-			t.circuits.Add(ctx, 1, metric.WithAttributes(attrOf(e, AttrBreakerKey, "retrystack.breaker.key"), AttrBreakerState.String(attrOf(e, "", "retrystack.breaker.to").Value.AsString())))
+			t.circuits.Add(ctx, 1, metric.WithAttributes(attrOf(e, AttrBreakerKey, protocol.AttrBreakerKey), AttrBreakerState.String(attrOf(e, "", protocol.AttrBreakerTo).Value.AsString())))
 		}
 	case protocol.EventRetry:
 		t.retries.Add(ctx, 1, metric.WithAttributes(attrOf(e, AttrReason, AttrReason), attrOf(e, AttrLayer, AttrLayer)))

@@ -56,16 +56,16 @@ func Restamp(r *http.Request, name string) {
 // (middleware.Operation.Emit), and their attributes: the names telemetry
 // knows them by, without importing the layers.
 const (
-	EventRetry     = "retrystack.retry.backoff"      // the retry layer: a retry is planned (AttrDelay, AttrDelaySource, AttrReason, AttrLayer)
-	EventPitfall   = "retrystack.pitfall"            // the retry layer: a pitfall fired (AttrPitfall, AttrCookies)
-	EventDiscarded = "retrystack.response.discarded" // the retry layer: a response thrown away for a retry (http.response.status_code)
-	EventRefusal   = "retrystack.refusal"            // the retry layer: a layer below refused to send (AttrStopReason)
-	EventHedge     = "retrystack.hedge"              // the hedge layer: a hedge was sent (AttrHedge)
-	EventBreaker   = "retrystack.breaker.state_change"
-	EventThrottle  = "retrystack.throttle" // the throttle layer refused a request (AttrServerAddress, AttrServerPort, AttrThrottleProbability)
-	EventPacing    = "retrystack.pacing"   // the retry layer waited for a host's rate limit to reset, or stopped (AttrServerAddress, AttrServerPort, AttrPacingOutcome, AttrDelay)
-	EventLimit     = "retrystack.limit"    // the limit layer refused a request (AttrLimitKey, AttrLimit, AttrLimitWaited)
-	EventChaos     = "retrystack.chaos"    // the chaos layer injected a fault (AttrChaosInjected, AttrChaosFault)
+	EventRetry     = "retrystack.retry.backoff"        // the retry layer: a retry is planned (AttrDelay, AttrDelaySource, AttrReason, AttrLayer)
+	EventPitfall   = "retrystack.pitfall"              // the retry layer: a pitfall fired (AttrPitfall, AttrCookies)
+	EventDiscarded = "retrystack.response.discarded"   // the retry layer: a response thrown away for a retry (http.response.status_code)
+	EventRefusal   = "retrystack.refusal"              // the retry layer: a layer below refused to send (AttrStopReason)
+	EventHedge     = "retrystack.hedge"                // the hedge layer: a hedge was sent (AttrHedge)
+	EventBreaker   = "retrystack.breaker.state_change" // the breaker layer: a circuit changed state (AttrBreakerKey, AttrBreakerFrom, AttrBreakerTo)
+	EventThrottle  = "retrystack.throttle"             // the throttle layer refused a request (AttrServerAddress, AttrServerPort, AttrThrottleProbability)
+	EventPacing    = "retrystack.pacing"               // the retry layer waited for a host's rate limit to reset, or stopped (AttrServerAddress, AttrServerPort, AttrPacingOutcome, AttrDelay)
+	EventLimit     = "retrystack.limit"                // the limit layer refused a request (AttrLimitKey, AttrLimit, AttrLimitWaited)
+	EventChaos     = "retrystack.chaos"                // the chaos layer injected a fault (AttrChaosInjected, AttrChaosFault)
 
 	AttrDelay       = "retrystack.retry.delay"     // planned wait, in seconds
 	AttrDelaySource = "retrystack.retry.source"    // "policy" or "retry-after"
@@ -85,6 +85,11 @@ const (
 	AttrLimitWaited         = "retrystack.limit.waited"         // how long the request waited for room, in seconds
 	AttrChaosInjected       = "retrystack.chaos.injected"       // always true: the failure was injected, not real
 	AttrChaosFault          = "retrystack.chaos.fault"          // the fault's kind: latency, status, refuse, reset, cut-body, stall-body
+	AttrChaosDelay          = "retrystack.chaos.delay"          // a latency fault's wait, in seconds
+	AttrChaosAfter          = "retrystack.chaos.after"          // a body fault's bytes let through first
+	AttrBreakerKey          = "retrystack.breaker.key"          // the circuit: its key (by default the host)
+	AttrBreakerFrom         = "retrystack.breaker.from"         // the state it left
+	AttrBreakerTo           = "retrystack.breaker.to"           // the state it entered
 )
 
 // CauseKeyInFlight is the retry cause of a keyed request the server is
