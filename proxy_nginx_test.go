@@ -28,6 +28,8 @@ import (
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/internal/testkit/nginxtest"
+	"github.com/retrystack/retrystack/internal/testkit/rttest"
+	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -155,33 +157,6 @@ func pxCompare(t *testing.T, rep *engine.Report, logged []nginxtest.Entry, resen
 	}
 }
 
-// pxConn is a client connection whose end (nginx's FIN) is held, once it
-// arrives, until release: the test picks the moment the pooled connection
-// is found dead, as engine/idleclose_test.go does with an httptest server.
-type pxConn struct {
-	net.Conn
-	hold      bool
-	fin       chan struct{} // closed when the end arrived
-	release   chan struct{}
-	closed    chan struct{} // closed by the first Close
-	finOnce   sync.Once
-	closeOnce sync.Once
-}
-
-func (c *pxConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if err != nil && c.hold {
-		c.finOnce.Do(func() { close(c.fin) })
-		<-c.release
-	}
-	return n, err
-}
-
-func (c *pxConn) Close() error {
-	c.closeOnce.Do(func() { close(c.closed) })
-	return c.Conn.Close()
-}
-
 // nginx closes an idle keep-alive connection (keepalive_timeout) just as
 // net/http takes it from the pool: "http: server closed idle connection",
 // nothing written. net/http does not resend a streaming PUT, DELETE or
@@ -198,17 +173,19 @@ func TestNginxIdleCloseIsResent(t *testing.T) {
 		keepalive_timeout 100ms;
 		location / { proxy_pass http://` + up + `; }`})
 
-			var first atomic.Pointer[pxConn]
+			var first atomic.Pointer[rttest.HeldEnd]
 			tr := pxBase(t, false)
 			tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 				c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 				if err != nil {
 					return nil, err
 				}
-				pc := &pxConn{Conn: c, fin: make(chan struct{}), release: make(chan struct{}), closed: make(chan struct{})}
+				pc := rttest.NewHeldEnd(c)
 				// The first connection's end is held from the start:
 				// nothing but nginx's FIN makes its reads fail.
-				pc.hold = first.CompareAndSwap(nil, pc)
+				if first.CompareAndSwap(nil, pc) {
+					pc.Hold()
+				}
 				return pc, nil
 			}
 			rt := pxStack(t, tr, engine.Hooks{})
@@ -218,9 +195,9 @@ func TestNginxIdleCloseIsResent(t *testing.T) {
 				t.Fatalf("warm-up: %v", r)
 			}
 			c := first.Load()
-			defer close(c.release) // if the test fails before releasing it
+			defer c.Release() // if the test fails before releasing it
 			select {
-			case <-c.fin: // keepalive_timeout: nginx closed the idle connection
+			case <-c.Fin(): // keepalive_timeout: nginx closed the idle connection
 			case <-time.After(10 * time.Second):
 				t.Fatal("nginx did not close the idle connection (keepalive_timeout 100ms) within 10 s")
 			}
@@ -232,8 +209,8 @@ func TestNginxIdleCloseIsResent(t *testing.T) {
 					// arrives, and the request waits until net/http
 					// has closed the connection for it.
 					released = true
-					c.release <- struct{}{}
-					<-c.closed
+					c.Release()
+					<-c.Closed()
 				}
 			}}
 			ctx := httptrace.WithClientTrace(context.Background(), trace)
@@ -659,58 +636,6 @@ type pxZeros struct{}
 
 func (pxZeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
-// pxGated is a streaming upload whose first open bytes are there at once
-// and the rest only once gate is closed: a producer slower than the
-// network. A read gives at most chunk bytes (0: as many as asked for, as
-// a file or a buffer does; 32 KiB: as a pipe fed in 32 KiB writes does).
-// atGate is closed when a read first waits for the gate.
-type pxGated struct {
-	data   []byte
-	pos    int
-	open   int
-	chunk  int
-	gate   chan struct{}
-	atGate chan struct{}
-	once   sync.Once
-}
-
-func (b *pxGated) Read(p []byte) (int, error) {
-	if b.pos >= len(b.data) {
-		return 0, io.EOF
-	}
-	end := len(b.data)
-	if b.pos < b.open {
-		end = b.open
-	} else {
-		b.once.Do(func() { close(b.atGate) })
-		<-b.gate
-	}
-	if b.chunk > 0 && len(p) > b.chunk {
-		p = p[:b.chunk]
-	}
-	n := copy(p, b.data[b.pos:end])
-	b.pos += n
-	return n, nil
-}
-
-func (b *pxGated) Close() error { return nil }
-
-// pxCloseHook runs before when the body is first closed.
-type pxCloseHook struct {
-	io.ReadCloser
-	before func()
-	once   sync.Once
-}
-
-func (c *pxCloseHook) Close() error {
-	c.once.Do(c.before)
-	return c.ReadCloser.Close()
-}
-
-type pxRoundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f pxRoundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // With proxy_request_buffering off nginx streams an upload to its
 // upstream and answers 502 as soon as the upstream fails, while the
 // client is still sending: here when the client's writer waits for the
@@ -745,7 +670,11 @@ func TestNginxEarlyAnswerToUnbufferedUpload(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var seen pxCounts
-			body := &pxGated{data: data, open: 64 << 10, chunk: tt.chunk, gate: make(chan struct{}), atGate: make(chan struct{})}
+			// A producer slower than the network: the first 64 KiB at once,
+			// the rest as the 502 is released, at most chunk bytes a read
+			// (0: as many as asked for, as a file or a buffer gives; 32 KiB:
+			// as a pipe fed in 32 KiB writes does).
+			body := rttest.NewGatedBody(data, 64<<10, tt.chunk)
 			up := pxUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 				if seen.add(r.URL.Path) == 1 && r.URL.Path == "/upload" {
 					// Fails mid-body, once the client's writer waits
@@ -754,7 +683,7 @@ func TestNginxEarlyAnswerToUnbufferedUpload(t *testing.T) {
 					// answers 502 while the client is still sending.
 					io.CopyN(io.Discard, r.Body, 16<<10)
 					select {
-					case <-body.atGate:
+					case <-body.AtGate():
 					case <-time.After(10 * time.Second):
 					}
 					if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
@@ -773,15 +702,13 @@ func TestNginxEarlyAnswerToUnbufferedUpload(t *testing.T) {
 			proxy_http_version 1.1;
 			client_max_body_size 10m;
 		}`})
-			var once sync.Once
-			release := func() { once.Do(func() { close(body.gate) }) }
-			defer release()
+			defer body.Release()
 			tr := pxBase(t, tt.h2)
-			base := pxRoundTripFunc(func(r *http.Request) (*http.Response, error) {
+			base := middleware.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 				resp, err := tr.RoundTrip(r)
 				if err == nil && resp.StatusCode == http.StatusBadGateway {
 					// The rest of the upload comes as the 502 is released.
-					resp.Body = &pxCloseHook{ReadCloser: resp.Body, before: release}
+					resp.Body = &rttest.CloseHook{ReadCloser: resp.Body, Before: body.Release}
 				}
 				return resp, err
 			})

@@ -10,49 +10,14 @@ import (
 	"net/http/httptrace"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/retrystack/retrystack/internal/testkit/rttest"
+	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 )
-
-// gatedBody is a streaming request body (no GetBody, no Seek) that gives
-// its first open bytes at once and the rest only once gate is closed; it
-// closes atGate when a read first waits for the gate.
-type gatedBody struct {
-	data   []byte
-	pos    int
-	open   int
-	gate   chan struct{}
-	atGate chan struct{}
-}
-
-func (b *gatedBody) Read(p []byte) (int, error) {
-	if b.pos >= len(b.data) {
-		return 0, io.EOF
-	}
-	if b.pos >= b.open {
-		if b.pos == b.open {
-			select {
-			case <-b.atGate:
-			default:
-				close(b.atGate)
-			}
-		}
-		<-b.gate
-	}
-	end := len(b.data)
-	if b.pos < b.open {
-		end = b.open
-	}
-	n := copy(p, b.data[b.pos:end])
-	b.pos += n
-	return n, nil
-}
-
-func (b *gatedBody) Close() error { return nil }
 
 // A proxy that streams an upload to its upstream (nginx with
 // proxy_request_buffering off) answers 502 while the body is still being
@@ -119,14 +84,14 @@ func earlyAnswer(t *testing.T, open int) upload {
 	sum := sha256.Sum256(data)
 
 	var requests atomic.Int64
-	atGate := make(chan struct{})
+	body := rttest.NewGatedBody(data, open, 0)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if requests.Add(1) == 1 {
 			// The upstream failed before the body ended: 502 at once,
 			// and the rest of the body read and thrown away.
 			http.NewResponseController(w).EnableFullDuplex()
 			io.CopyN(io.Discard, r.Body, int64(open))
-			<-atGate // the writer waits in a read of the body
+			<-body.AtGate() // the writer waits in a read of the body
 			w.Header().Set("Content-Length", "16")
 			w.WriteHeader(http.StatusBadGateway)
 			io.WriteString(w, "upstream failed\n") // a body: net/http hands the answer over before the write ends
@@ -140,10 +105,7 @@ func earlyAnswer(t *testing.T, open int) upload {
 	}))
 	defer srv.Close()
 
-	body := &gatedBody{data: data, open: open, gate: make(chan struct{}), atGate: atGate}
-	var once sync.Once
-	release := func() { once.Do(func() { close(body.gate) }) }
-	defer release()
+	defer body.Release()
 	firstWritten := make(chan struct{})
 	var writes atomic.Int64
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
@@ -160,10 +122,10 @@ func earlyAnswer(t *testing.T, open int) upload {
 	e.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
-	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	base := middleware.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		resp, err := tr.RoundTrip(r)
 		if err == nil && resp.StatusCode == http.StatusBadGateway {
-			resp.Body = &closeHook{ReadCloser: resp.Body, before: func() { release(); <-firstWritten }}
+			resp.Body = &rttest.CloseHook{ReadCloser: resp.Body, Before: func() { body.Release(); <-firstWritten }}
 		}
 		return resp, err
 	})
@@ -180,20 +142,4 @@ func earlyAnswer(t *testing.T, open int) upload {
 	u.requests = requests.Load()
 	u.retries = p.Budget.(interface{ Retries() int }).Retries()
 	return u
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// closeHook runs before when the body is first closed.
-type closeHook struct {
-	io.ReadCloser
-	before func()
-	once   sync.Once
-}
-
-func (c *closeHook) Close() error {
-	c.once.Do(c.before)
-	return c.ReadCloser.Close()
 }

@@ -8,37 +8,13 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/retrystack/retrystack/internal/testkit/rttest"
 	"github.com/retrystack/retrystack/policy"
 )
-
-// heldEnd is a client connection whose end (the server's FIN) is held
-// once hold is set, until release is closed: the test picks the moment a
-// pooled connection is found dead.
-type heldEnd struct {
-	net.Conn
-	hold      *atomic.Bool
-	release   chan struct{}
-	closed    chan struct{} // closed by the first Close
-	closeOnce sync.Once
-}
-
-func (c *heldEnd) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if err != nil && c.hold.Load() {
-		<-c.release
-	}
-	return n, err
-}
-
-func (c *heldEnd) Close() error {
-	c.closeOnce.Do(func() { close(c.closed) })
-	return c.Conn.Close()
-}
 
 // A server closes an idle keep-alive connection (nginx's
 // keepalive_timeout, a load balancer's idle timeout) just as net/http
@@ -60,16 +36,15 @@ func TestServerClosedIdleConnectionIsResent(t *testing.T) {
 			}))
 			defer srv.Close()
 
-			var hold atomic.Bool
-			var first *heldEnd
+			var first *rttest.HeldEnd
 			tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 				if err != nil {
 					return nil, err
 				}
-				h := &heldEnd{Conn: c, hold: new(atomic.Bool), release: make(chan struct{}), closed: make(chan struct{})}
+				h := rttest.NewHeldEnd(c)
 				if first == nil {
-					first, h.hold = h, &hold
+					first = h
 				}
 				return h, nil
 			}}
@@ -81,9 +56,9 @@ func TestServerClosedIdleConnectionIsResent(t *testing.T) {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close() // the connection goes back to the pool
 
-			hold.Store(true)
+			first.Hold()
 			srv.CloseClientConnections() // the server's FIN, held on the client's side
-			defer close(first.release)   // if the test fails before releasing it
+			defer first.Release()        // if the test fails before releasing it
 
 			p := policy.Default()
 			e, err := New(Config{Policy: p})
@@ -98,8 +73,8 @@ func TestServerClosedIdleConnectionIsResent(t *testing.T) {
 					// arrives, and the request waits until net/http has
 					// closed the connection for it.
 					released = true
-					first.release <- struct{}{} // delivered, not closed: the deferred close stays valid
-					<-first.closed
+					first.Release()
+					<-first.Closed()
 				}
 			}}
 			req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), method, srv.URL+"/op", io.NopCloser(strings.NewReader("payload")))

@@ -1,6 +1,10 @@
 // Package rttest checks that a RoundTripper layer obeys the contract every
 // retrystack layer promises (docs/architecture.md, contract 1). Tests of each layer
-// package call [Contract].
+// package call [Contract]. It also holds the pieces several packages'
+// tests drive the real transport with: a server and transport over
+// HTTP/1.1 or h2c ([Server]), an upload held in a read ([GatedBody]), a
+// response whose release a test waits on ([CloseHook]), and a pooled
+// connection whose end arrives when the test says ([HeldEnd]).
 package rttest
 
 import (
