@@ -259,13 +259,13 @@ func splitHost(h string) (name, port string) {
 // internationalised name in punycode, no default port), as the breaker,
 // the throttle and pacing key their hosts.
 func hostMatches(h string, u *url.URL) bool {
-	have := wire.HostKey(u)
+	have, want := wire.HostKey(u), wire.HostKey(&url.URL{Scheme: u.Scheme, Host: h})
 	if _, port := splitHost(h); port != "" {
-		return wire.HostKey(&url.URL{Scheme: u.Scheme, Host: h}) == have
+		return want == have
 	}
-	name, _ := splitHost(have)
-	want, _ := splitHost(wire.HostKey(&url.URL{Scheme: u.Scheme, Host: h}))
-	return name == want
+	haveName, _ := splitHost(have)
+	wantName, _ := splitHost(want)
+	return haveName == wantName
 }
 
 func contains(xs []string, x string) bool {

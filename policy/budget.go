@@ -372,8 +372,11 @@ func (b *earnedBudget) Retries() int {
 	return int(min(b.stock.Load(), b.limit()) / unit)
 }
 
-func (b *earnedBudget) String() string {
-	return fmt.Sprintf("earned budget(%.2f a success, at least %d, %d retries left)", float64(b.earn)/unit, b.burst/unit, b.Retries())
+func (b *earnedBudget) String() string { return b.describe("earned budget") }
+
+// describe is the budget's String, under name.
+func (b *earnedBudget) describe(name string) string {
+	return fmt.Sprintf("%s(%.2f a success, at least %d, %d retries left)", name, float64(b.earn)/unit, b.burst/unit, b.Retries())
 }
 
 // aloneBudget is [Alone]'s: an earnedBudget whose stock pays for the retry
@@ -386,6 +389,4 @@ func (a aloneBudget) DepositAt(t time.Time) { a.b.DepositAt(t) }
 func (a aloneBudget) Withdraw() bool        { return a.b.Withdraw() }
 func (a aloneBudget) Refund()               { a.b.Refund() }
 func (a aloneBudget) Retries() int          { return a.b.Retries() }
-func (a aloneBudget) String() string {
-	return fmt.Sprintf("alone budget(%.2f a success, at least %d, %d retries left)", float64(a.b.earn)/unit, a.b.burst/unit, a.b.Retries())
-}
+func (a aloneBudget) String() string        { return a.b.describe("alone budget") }
