@@ -119,8 +119,4 @@ func (o *funcOp[T]) uncarried() []string { return nil }
 
 func (o *funcOp[T]) report() *Report { return o.rep }
 
-// settle keeps nothing: Do hands back its report, made before the loop
-// ran, so the loop fills that one in.
-func (o *funcOp[T]) settle(AttemptRecord, time.Duration) bool { return false }
-
 func (o *funcOp[T]) cookies(T) []string { return nil }

@@ -10,9 +10,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/retrystack/retrystack/internal/inbound"
@@ -110,6 +108,8 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (resp *ht
 		req = withKey(req, op)
 	}
 	o.e, o.req, o.operation = e, req, op
+	o.rep = Report{Policy: e.p.Name, Layer: e.layer}
+	o.rep.Attempts = o.rep.attempt[:0]
 	o.signals = e.signals.Covers(req)
 	var hooks context.Context = req.Context() // what hooks get: detached, if any hook needs it
 	if e.detach {
@@ -162,10 +162,9 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (resp *ht
 		f.deadline = o.deadline(e.p.Timeout)
 	}
 	resp, err = run[*http.Response](req.Context(), hooks, e, o, f)
-	// The cheap checks first: most operations push nothing back (an
-	// operation that made no report ended after one attempt, at its
-	// decision), and finding the inbound state walks the context chain.
-	if rep := o.rep.Load(); rep != nil && !e.signals.Off && pushesBack(rep) {
+	// The cheap checks first: most operations push nothing back, and
+	// finding the inbound state walks the context chain.
+	if !e.signals.Off && pushesBack(&o.rep) {
 		if st := inbound.From(req.Context()); st != nil {
 			st.PushBack() // the service answering st's request tells its caller not to retry
 		}
@@ -257,16 +256,14 @@ type httpOp struct {
 	e         *Engine // t's, or a route's
 	req       *http.Request
 	operation *operation.Operation
-	attempts  int32                  // attempts made, for numbering without a Stack
-	refreshed bool                   // RefreshAuth ran for this operation
-	compose   bool                   // each attempt composes o's trace with the operation's
-	signals   bool                   // o speaks the cross-layer protocol with the request's host
-	replayed  bool                   // the final answer is marked Idempotent-Replayed
-	rare      *httpRare              // nil until needed
-	rep       atomic.Pointer[Report] // made when first asked for (report)
-	settled   settledFacts           // the facts of an operation that made no report while it ran
-	owner     operation.Owner        // what the layers below read, when o owns the operation
-	body      wire.Watched[*httpOp]  // the returned response's Body
+	attempts  int32                 // attempts made, for numbering without a Stack
+	refreshed bool                  // RefreshAuth ran for this operation
+	compose   bool                  // each attempt composes o's trace with the operation's
+	signals   bool                  // o speaks the cross-layer protocol with the request's host
+	rare      *httpRare             // nil until needed
+	rep       Report                // written as the operation runs; ReportOf's
+	owner     operation.Owner       // what the layers below read, when o owns the operation
+	body      wire.Watched[*httpOp] // the returned response's Body
 }
 
 // httpRare is what an operation needs only on its rarer paths.
@@ -531,10 +528,7 @@ func (o *httpOp) deadline(d time.Duration) time.Time {
 // to watch; an upgraded connection (101) is the caller's as it is, no
 // deadline of the engine's bounding it.
 func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
-	_, o.replayed = resp.Header[protocol.Replayed]
-	if rep := o.rep.Load(); rep != nil {
-		rep.Replayed = o.replayed
-	}
+	_, o.rep.Replayed = resp.Header[protocol.Replayed]
 	// The caller's context is the request's, and the report o's: only
 	// what differs is kept.
 	if d.cancelOp != nil || d.cancelAt != nil {
@@ -600,82 +594,15 @@ func (o *httpOp) BodyDone(err error) error {
 	if !ok {
 		stop = policy.StopBodyFailed
 	}
-	rep := o.report()
-	rep.Stop = stop
-	return &Error{Report: rep, Err: err}
+	o.rep.Stop = stop
+	return &Error{Report: &o.rep, Err: err}
 }
 
-// settledFacts are the facts of an operation that made no report while it
-// ran (loopOp.settle): one attempt, no error, its decision a plain stop.
-// No pointer: the collector has nothing to scan.
-type settledFacts struct {
-	elapsed                        time.Duration
-	status, resend                 int32
-	transparent, hedges, redirects uint16
-	processed                      policy.Processed
-	stop                           uint8 // 1 + its index in settledStops; 0: not settled
-}
+// report implements loopOp, and is what ReportOf returns.
+func (o *httpOp) report() *Report { return &o.rep }
 
-// settledStops are the stops an operation settles with: the decisions
-// that end most operations at their first attempt. Any other makes a
-// report.
-var settledStops = [...]policy.StopReason{policy.StopSuccess, policy.StopNonRetryable, policy.StopNotIdempotent}
-
-// settle implements loopOp: it keeps a's facts, unless its stop is not
-// one of settledStops, a count outgrows its room, or someone asked for the
-// report while the operation ran (a classifier, a layer below): then the
-// loop fills in the report.
-func (o *httpOp) settle(a AttemptRecord, elapsed time.Duration) bool {
-	const most = 1<<16 - 1
-	code := slices.Index(settledStops[:], a.Decision.Stop) + 1
-	if code == 0 || o.rep.Load() != nil || a.Transparent > most || a.Hedges > most || a.Redirects > most || a.Resend > 1<<31-1 || a.Status > 1<<31-1 {
-		return false
-	}
-	o.settled = settledFacts{elapsed: elapsed, status: int32(a.Status), resend: int32(a.Resend), transparent: uint16(a.Transparent),
-		hedges: uint16(a.Hedges), redirects: uint16(a.Redirects), processed: a.Processed, stop: uint8(code)}
-	return true
-}
-
-// report implements loopOp, and is what ReportOf returns: the report
-// made when first asked for, from the settled facts once the operation
-// has settled. Asked from several goroutines at once (a body read to its
-// failure, the caller's ReportOf), it makes one.
-func (o *httpOp) report() *Report {
-	if rep := o.rep.Load(); rep != nil {
-		return rep
-	}
-	rep := &Report{Policy: o.e.p.Name, Layer: o.e.layer, Replayed: o.replayed}
-	rep.Attempts = rep.attempt[:0]
-	if s := &o.settled; s.stop != 0 {
-		stop := settledStops[s.stop-1]
-		rep.attempt[0] = AttemptRecord{Status: int(s.status), Processed: s.processed, Transparent: int(s.transparent), Hedges: int(s.hedges),
-			Redirects: int(s.redirects), Resend: int(s.resend), Decision: policy.Decision{Stop: stop}}
-		rep.Attempts = rep.attempt[:1]
-		rep.Stop, rep.Elapsed = stop, s.elapsed
-	}
-	if o.rep.CompareAndSwap(nil, rep) {
-		return rep
-	}
-	return o.rep.Load()
-}
-
-// Failed implements operation.Result (Report.failed): a settled
-// operation never failed.
-func (o *httpOp) Failed() bool {
-	rep := o.rep.Load()
-	return rep != nil && rep.failed()
-}
-
-// Outcome implements operation.Result without making the report.
-func (o *httpOp) Outcome() (policy.StopReason, bool) {
-	if rep := o.rep.Load(); rep != nil {
-		return rep.Stop, rep.Replayed
-	}
-	if s := o.settled.stop; s != 0 {
-		return settledStops[s-1], o.replayed
-	}
-	return "", o.replayed // still running
-}
+// Failed implements operation.Result.
+func (o *httpOp) Failed() bool { return o.rep.failed() }
 
 func (o *httpOp) observed() bool { return o.operation.Observed() }
 

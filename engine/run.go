@@ -52,17 +52,9 @@ type loopOp[T any] interface {
 	// (FailOnExhausted) to the cookie layer above, and names the cookies
 	// lost.
 	cookies(v T) []string
-	// report is the operation's report, made now if it has none yet (an
-	// HTTP operation that succeeds at once makes one only when asked):
-	// the loop makes it before it writes to it.
+	// report is the operation's report, which the loop fills in as it
+	// runs.
 	report() *Report
-	// settle keeps, instead of a report, the facts of an operation that
-	// ended after one attempt whose decision is its stop, with no pitfall
-	// nor hook to tell: report makes them a report when asked. (The loop
-	// settles only an operation whose report it never made.) It returns
-	// false when it does not keep them (a report was made meanwhile, by
-	// someone who asked): the loop then fills in the report.
-	settle(first AttemptRecord, elapsed time.Duration) bool
 	// paced is the host the next attempt goes to (key: the host held,
 	// wire.HostKey; host and port: as the spans name the server) and
 	// until when that host asked for no requests (policy.RetryAfter.Pace);
@@ -159,16 +151,13 @@ type loop[T any] struct {
 	e      *Engine
 	o      loopOp[T]
 	f      facts
-	rep    *Report         // nil until written to (report)
+	rep    *Report         // the operation's, filled in as it runs
 	caller context.Context // the operation's
 	hooks  context.Context // what hooks get
 	op     context.Context // caller, bounded by Policy.Timeout
 	cancel context.CancelFunc
 	start  time.Duration // since epoch: the monotonic clock alone, cheaper than Now
 	ended  time.Duration // since epoch, read when an attempt's decision ended the operation; 0: not yet
-
-	first     AttemptRecord // the first attempt's record, until a report is made
-	firstHeld bool          // first is set, and in no report
 
 	backoff  retry.Backoff // made on the first retry: the success path needs none
 	d        deadlines     // the attempt in flight's
@@ -204,10 +193,10 @@ func (l *loop[T]) inFlight(stop policy.StopReason, polling bool) policy.StopReas
 // reads the monotonic clock alone.
 var epoch = time.Now()
 
-// run runs o to its end under e's policy; the hooks get hookCtx. The loop
-// asks o for its report when it needs one (loopOp.report).
+// run runs o to its end under e's policy, filling in o's report; the
+// hooks get hookCtx.
 func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts) (T, error) {
-	l := loop[T]{e: e, o: o, f: f, caller: ctx, hooks: hookCtx, op: ctx, start: time.Since(epoch)}
+	l := loop[T]{e: e, o: o, rep: o.report(), f: f, caller: ctx, hooks: hookCtx, op: ctx, start: time.Since(epoch)}
 	if e.p.Timeout > 0 {
 		l.op, l.cancel = context.WithDeadline(ctx, f.deadline)
 	}
@@ -359,13 +348,7 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 		}
 	}
 	rec := AttemptRecord{Status: info.status, Err: err, Processed: info.processed, Transparent: info.transparent, Hedges: info.hedges, Redirects: info.redirects, Resend: info.resend, Decision: dec}
-	if l.rep == nil && n == 1 && e.hooks.OnAttempt == nil {
-		// Most operations end here: the record waits, and becomes a
-		// report only if something needs one (report, settle).
-		l.first, l.firstHeld = rec, true
-		return v, info, dec, err
-	}
-	rep := l.report()
+	rep := l.rep
 	if n == 2 && len(rep.Attempts) == 1 && cap(rep.Attempts) == 1 {
 		// A retry outgrew the room for the first attempt: one allocation
 		// for every attempt the policy allows (within reason), not one per
@@ -379,19 +362,6 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 		e.hooks.OnAttempt(Event{Context: l.hooks, Report: rep, Attempt: rec, Number: n})
 	}
 	return v, info, dec, err
-}
-
-// report is the operation's report, made (with the first attempt's
-// record, when it waits) the first time the loop needs it.
-func (l *loop[T]) report() *Report {
-	if l.rep == nil {
-		l.rep = l.o.report()
-	}
-	if l.firstHeld {
-		l.rep.Attempts = append(l.rep.Attempts, l.first)
-		l.firstHeld = false
-	}
-	return l.rep
 }
 
 // finish ends the operation with stop, handing back v or err.
@@ -415,7 +385,7 @@ func (l *loop[T]) finish(stop policy.StopReason, v T, err error, dec policy.Deci
 				l.lose()
 				l.end(stop)
 				var zero T
-				return zero, &ExhaustedError{Report: l.report(), Last: se, body: l.bodyErr}
+				return zero, &ExhaustedError{Report: l.rep, Last: se, body: l.bodyErr}
 			}
 		}
 		l.pitfall(PitfallExhaustedRetryableStatus)
@@ -442,7 +412,7 @@ func (l *loop[T]) fail(stop policy.StopReason, err error) (T, error) {
 	l.lose()
 	l.end(stop)
 	var zero T
-	return zero, &Error{Report: l.report(), Err: err}
+	return zero, &Error{Report: l.rep, Err: err}
 }
 
 func (l *loop[T]) end(stop policy.StopReason) {
@@ -450,17 +420,8 @@ func (l *loop[T]) end(stop policy.StopReason) {
 	if now == 0 {
 		now = time.Since(epoch)
 	}
-	elapsed := now - l.start
-	if d := l.first.Decision; l.rep == nil && l.firstHeld && l.first.Err == nil && !d.Retry && d.Stop == stop && d.Cause == "" &&
-		(stop == policy.StopSuccess || l.e.hooks.OnGiveUp == nil) && l.o.settle(l.first, elapsed) {
-		// Nothing to tell, and no report yet: none is made unless asked
-		// for, from the settled facts.
-		l.firstHeld = false
-		l.returned = true
-		return
-	}
-	rep := l.report()
-	rep.Stop, rep.Elapsed = stop, elapsed
+	rep := l.rep
+	rep.Stop, rep.Elapsed = stop, now-l.start
 	if stop != policy.StopSuccess && l.e.hooks.OnGiveUp != nil {
 		l.e.hooks.OnGiveUp(rep)
 	}
@@ -481,7 +442,7 @@ func (l *loop[T]) retry(n int, v T, info attemptInfo, err error, dec policy.Deci
 		}
 	}
 	l.d.releaseAttempt()
-	rep := l.report()
+	rep := l.rep
 	if rep.PlannedWaits == nil {
 		rep.PlannedWaits = make([]time.Duration, 0, min(e.p.MaxAttempts-1, 16)) // one allocation for the waits of the retries the policy allows
 	}
@@ -684,7 +645,7 @@ func (l *loop[T]) paceOnce(key, host string, port int, until time.Time) (policy.
 // pitfall records p in the report, and tells the hooks and the
 // operation's observers.
 func (l *loop[T]) pitfall(p Pitfall, cookies ...string) {
-	rep := l.report()
+	rep := l.rep
 	rep.Pitfalls = append(rep.Pitfalls, p)
 	if l.e.hooks.OnPitfall != nil {
 		l.e.hooks.OnPitfall(Event{Context: l.hooks, Report: rep, Pitfall: p, Cookies: cookies})

@@ -366,8 +366,7 @@ type opSpan struct {
 	op            *operation.Operation  // the stack's; nil outside a Stack
 	url           *url.URL              // the request's, and
 	full          string                // its url.full, which the first attempt shares
-	rep           *engine.Report        // the retry layer's, if any, when the operation failed
-	result        operation.Result      // the retry layer's, if any, when it handed a response back: read without making its report
+	rep           *engine.Report        // the retry layer's, if any
 	status        int                   // the final response's; 0 without one
 	timed         bool                  // the metrics record: start is set
 	callerAttempt int                   // the caller's attempt this operation serves (crosslayer.PositionOf); 0 if unknown
@@ -430,7 +429,7 @@ func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.finish(err, true)
 		return nil, err
 	}
-	s.result, s.status = operation.ResultOf(resp), resp.StatusCode
+	s.rep, s.status = engine.ReportOf(resp), resp.StatusCode
 	if !s.body.Watch(resp, s) {
 		s.finish(nil, false)
 	}
@@ -445,8 +444,6 @@ func (s *opSpan) finish(err error, roundTrip bool) {
 	stop, replayed := policy.StopSuccess, false
 	refusal, refused := errors.AsType[policy.Refusal](err)
 	switch {
-	case s.result != nil:
-		stop, replayed = s.result.Outcome()
 	case s.rep != nil:
 		stop, replayed = s.rep.Stop, s.rep.Replayed
 	case refused && refusal.StopReason() != "":

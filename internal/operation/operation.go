@@ -406,15 +406,11 @@ func (c Counter) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // A Result is a retry layer's state (Owner.Layer) as the layers above it
-// read it once its operation has returned: engine.ReportOf's report, and
-// telemetry's stop, which must not make that report.
+// read it once its operation has returned: engine.ReportOf's report.
 type Result interface {
 	// Failed reports whether the operation ended with an error: it
 	// handed no response back.
 	Failed() bool
-	// Outcome is why the operation stopped, and whether its answer is one
-	// the server stored and sent again (Idempotent-Replayed).
-	Outcome() (stop policy.StopReason, replayed bool)
 }
 
 // ResultOf returns the Result of the retry layer that produced resp, or
