@@ -13,11 +13,9 @@ import (
 
 // TestOneContextType: per-operation state crosses layers through one
 // context type (internal/operation.Context), and no package answers a
-// context key it does not own but that one, for httptrace's key: with no
-// caller's trace to compose, it answers what httptrace.WithClientTrace's
-// context would, without one (wire.Answerable), and internal/wire's
-// keyProbe learns that key once, from httptrace itself. A type with a
-// Value method, or a struct embedding context.Context, is a context type.
+// context key it does not own: the operation's trace reaches net/http
+// through httptrace.WithClientTrace's own context. A type with a Value
+// method, or a struct embedding context.Context, is a context type.
 func TestOneContextType(t *testing.T) {
 	var found []string
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
@@ -63,7 +61,7 @@ func TestOneContextType(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(found)
-	want := []string{"internal/operation.Context", "internal/operation.Context.Value", "internal/wire.keyProbe", "internal/wire.keyProbe.Value"}
+	want := []string{"internal/operation.Context", "internal/operation.Context.Value"}
 	if !slices.Equal(found, want) {
 		t.Fatalf("context types: %v, want only %v", found, want)
 	}

@@ -41,9 +41,8 @@ type Operation struct {
 
 // rare is what few operations need: made by the first that does.
 type rare struct {
-	traced context.Context // the caller's context with the trace, composed by httptrace.WithClientTrace (when the caller has a trace: wire.Answerable); set before the operation is shared
-	key    string          // the Idempotency-Key the first retry layer made, for every hop (under Operation.mu)
-	more   []any           // the observers after the first, append-only (under Operation.mu)
+	key  string // the Idempotency-Key the first retry layer made, for every hop (under Operation.mu)
+	more []any  // the observers after the first, append-only (under Operation.mu)
 }
 
 // rareLocked returns o's rare part, made if need be; o.mu is held.
@@ -264,16 +263,16 @@ type operationKey struct{}
 // Context is the library's one context type: a request's context carrying
 // its Operation, or (Detach) hiding the operation of its parent.
 type Context struct {
-	context.Context
-	op *Operation
+	context.Context                 // the caller's
+	traced          context.Context // the caller's with the operation's trace (httptrace.WithClientTrace); nil when detached
+	op              *Operation
 }
 
-// Value answers for the Operation; while the operation runs, for its
-// trace too (httptrace finds it: answered here, or through the context
-// that composed it with the caller's), and afterwards it sends every key
-// but the Operation's straight to the parent: a context the
-// caller keeps (resp.Request's) no longer reaches a trace that has gone
-// back to its pool.
+// Value answers for the Operation; while the operation runs, every other
+// key goes through the context with its trace (httptrace finds it there),
+// and afterwards straight to the caller's: a context the caller keeps
+// (resp.Request's) no longer reaches a trace that has gone back to its
+// pool.
 func (c *Context) Value(key any) any {
 	if _, ok := key.(operationKey); ok {
 		if c.op == nil {
@@ -281,13 +280,8 @@ func (c *Context) Value(key any) any {
 		}
 		return c.op
 	}
-	if o := c.op; o != nil && o.flags.Load()&flagEnded == 0 {
-		if r := o.rare.Load(); r != nil && r.traced != nil {
-			return r.traced.Value(key)
-		}
-		if wire.IsTraceKey(key) {
-			return o.trace.Client() // what WithClientTrace's context would answer, without one
-		}
+	if c.traced != nil && c.op.flags.Load()&flagEnded == 0 {
+		return c.traced.Value(key)
 	}
 	return c.Context.Value(key)
 }
@@ -338,10 +332,7 @@ func (s *Started) Init(req *http.Request, counted bool) *http.Request {
 		s.op.flags.Store(flagCounted)
 	}
 	s.op.trace = wire.GetTrace()
-	if !wire.Answerable(parent) {
-		s.op.rare.Store(&rare{traced: s.op.trace.With(parent)}) // composed with the caller's trace
-	}
-	s.ctx = Context{Context: parent, op: &s.op}
+	s.ctx = Context{Context: parent, traced: s.op.trace.With(parent), op: &s.op}
 	s.req = *req.WithContext(&s.ctx) // WithContext's copy stays on the stack
 	return &s.req
 }

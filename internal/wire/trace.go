@@ -108,54 +108,6 @@ func (t *Trace) With(ctx context.Context) context.Context {
 	return httptrace.WithClientTrace(ctx, &t.client)
 }
 
-// Answerable reports whether a context of the caller's own, made from
-// ctx, can carry a trace by answering IsTraceKey's key with it: ctx has
-// no trace to compose with (else With must compose), and the key is
-// known. That spares every operation WithClientTrace's context (an
-// allocation, and a link more for every lookup to walk).
-func Answerable(ctx context.Context) bool {
-	return traceKey != nil && httptrace.ContextClientTrace(ctx) == nil
-}
-
-// IsTraceKey reports whether key is the one httptrace.ContextClientTrace
-// asks a context for; a context that Answerable allowed answers it with
-// the trace's Client.
-func IsTraceKey(key any) bool { return traceKey != nil && key == traceKey }
-
-// traceKey is the context key of net/http/httptrace's ClientTrace, which
-// the package does not export: learnt once, from a context that records
-// what ContextClientTrace asks it, and checked to find a trace stored
-// under it. nil when that fails (a Go release that looks traces up some
-// other way): every operation then composes with With.
-var traceKey = learnTraceKey()
-
-type keyProbe struct {
-	context.Context
-	key any
-}
-
-func (p *keyProbe) Value(key any) any {
-	if p.key == nil {
-		p.key = key
-	}
-	return p.Context.Value(key)
-}
-
-func learnTraceKey() any {
-	p := &keyProbe{Context: context.Background()}
-	httptrace.ContextClientTrace(p)
-	if p.key == nil {
-		return nil
-	}
-	want := new(httptrace.ClientTrace)
-	if httptrace.ContextClientTrace(context.WithValue(context.Background(), p.key, want)) != want {
-		return nil
-	}
-	// A trace with network hooks is stored under a second key as well:
-	// the Trace's own callbacks have none, which keeps the one key enough.
-	return p.key
-}
-
 // Reset starts an attempt.
 func (t *Trace) Reset() {
 	if t.state.Swap(0)&peerBit != 0 {
