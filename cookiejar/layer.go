@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"sync/atomic"
 
-	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"golang.org/x/net/publicsuffix"
@@ -77,16 +76,16 @@ type transport struct {
 	next    http.RoundTripper
 	jar     http.CookieJar
 	capture bool
-	observe operation.DiscardObserver // t.discarded, bound once
+	observe middleware.DiscardObserver // t.discarded, bound once
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	r := req
-	if op := operation.From(req.Context()); op != nil {
+	if op, ok := middleware.OperationOf(req.Context()); ok {
 		// Retry layers below see the responses they discard; when this
 		// RoundTrip returns, the layers above see what they saw before.
-		prev := op.SwapDiscard(&t.observe)
-		defer op.RestoreDiscard(&t.observe, prev)
+		prev := op.ObserveDiscards(&t.observe)
+		defer op.RestoreDiscards(&t.observe, prev)
 	}
 	if cookies := t.jar.Cookies(cookieURL(req)); len(cookies) > 0 {
 		if r == req {

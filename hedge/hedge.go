@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
@@ -136,10 +135,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		results <- result{n: n, resp: resp, err: err, cancel: cancel}
 	}
 	op, _ := middleware.OperationOf(req.Context())
-	timeoutHeader := "" // the retry layer's above, restamped on each hedge
-	if o := operation.From(req.Context()); o != nil {
-		timeoutHeader = o.Owner().TimeoutHeader()
-	}
+	timeoutHeader := op.TimeoutHeader() // the retry layer's above, restamped on each hedge
 
 	ctx, cancel := context.WithCancel(req.Context())
 	cancels := []context.CancelFunc{cancel} // every send's, by number
@@ -211,9 +207,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if err != nil {
 				continue
 			}
-			if tr := operation.TraceOf(req.Context()); tr != nil {
-				tr.Hedged() // its connection is not a send of the transport's own
-			}
+			op.CountHedge(req.Context()) // its connection is not a send of the transport's own
 			op.Emit(middleware.Event{Name: middleware.EventHedge, Attrs: []attribute.KeyValue{attribute.Int(protocol.AttrHedge, sent)}})
 			cancels = append(cancels, hcancel)
 			starts = append(starts, time.Now())
@@ -255,7 +249,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // headers on each (a signature, a date); the retry layer above restamps
 // what depends on when it is sent.
 func (t *transport) hedgeRequest(req *http.Request, n int, timeoutHeader string) (*http.Request, context.CancelFunc, error) {
-	ctx, cancel := context.WithCancel(operation.WithHedge(req.Context(), n))
+	ctx, cancel := context.WithCancel(middleware.WithHedge(req.Context(), n))
 	r := req.WithContext(ctx)
 	r.Header = req.Header.Clone()
 	if r.Header == nil {

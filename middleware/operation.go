@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/retrystack/retrystack/internal/operation"
@@ -84,6 +85,81 @@ func (op Operation) Budget() policy.Budget {
 		return nil
 	}
 	return op.o.Owner().Budget()
+}
+
+// TimeoutHeader is the name of the header with which the retry layer
+// that owns the operation tells the server the time left, or "" when it
+// sends none: a layer that copies a request to send it later (a hedge)
+// sets it again on the copy (the value counts down). Written by that
+// retry layer.
+func (op Operation) TimeoutHeader() string {
+	if op.o == nil {
+		return ""
+	}
+	return op.o.Owner().TimeoutHeader()
+}
+
+// CountRedirect tells the retry layer above that the request about to go
+// out under ctx follows a redirect: the retry layer's report counts it in
+// the attempt's Redirects, not as a resend the transport made on its own.
+// A redirect layer below a retry layer calls it before each hop after the
+// first. Outside a stack it does nothing.
+func (op Operation) CountRedirect(ctx context.Context) {
+	if tr := operation.TraceOf(ctx); tr != nil {
+		tr.Hopped()
+	}
+}
+
+// CountHedge tells the retry layer above that a request about to go out
+// alongside the one sent under ctx is a hedge: the retry layer's report
+// counts it in the attempt's Hedges, not as a resend the transport made
+// on its own. Pair it with WithHedge on the hedge's context. Outside a
+// stack it does nothing.
+func (op Operation) CountHedge(ctx context.Context) {
+	if tr := operation.TraceOf(ctx); tr != nil {
+		tr.Hedged()
+	}
+}
+
+// WithHedge marks ctx as the context of hedge n of a send (1 for the
+// first hedge), for the layers below: telemetry's attempt span carries
+// the number.
+func WithHedge(ctx context.Context, n int) context.Context { return operation.WithHedge(ctx, n) }
+
+// HedgeOf is the hedge number WithHedge marked ctx with, 0 for a send
+// that is not a hedge.
+func HedgeOf(ctx context.Context) int { return operation.HedgeOf(ctx) }
+
+// A DiscardObserver sees each response that a retry layer below throws
+// away for a retry, before its body is drained; it must not read the
+// body. It returns the names of the cookies the response set that are
+// now lost (the retry layer fires PitfallCookieLost with them).
+type DiscardObserver func(resp *http.Response) (lostCookies []string)
+
+// ObserveDiscards makes obs the observer of the responses the retry
+// layers below throw away, until RestoreDiscards; it returns the observer
+// it replaced. A layer binds obs once (a field of its own) and calls,
+// within its RoundTrip:
+//
+//	prev := op.ObserveDiscards(&t.obs)
+//	defer op.RestoreDiscards(&t.obs, prev)
+//
+// The cookie layer does, so a discarded response's cookies reach its jar.
+// Outside a stack it does nothing.
+func (op Operation) ObserveDiscards(obs *DiscardObserver) (prev *DiscardObserver) {
+	if op.o == nil {
+		return nil
+	}
+	return (*DiscardObserver)(op.o.SwapDiscard((*operation.DiscardObserver)(obs)))
+}
+
+// RestoreDiscards puts back the observer ObserveDiscards replaced, unless
+// another RoundTrip of the same layer (a hedge's, on another goroutine)
+// changed it since.
+func (op Operation) RestoreDiscards(ours, prev *DiscardObserver) {
+	if op.o != nil {
+		op.o.RestoreDiscard((*operation.DiscardObserver)(ours), (*operation.DiscardObserver)(prev))
+	}
 }
 
 // An Event is something that happened in a layer during an operation: a

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -80,14 +79,13 @@ var sensitive = []string{"Authorization", "Cookie", "Proxy-Authorization", "Www-
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	cur := req
+	op, _ := middleware.OperationOf(req.Context())
 	var via []*http.Request
 	for hops := 0; ; hops++ {
 		if hops > 0 {
-			if tr := operation.TraceOf(cur.Context()); tr != nil {
-				// A retry layer above counts this send as a hop of its
-				// attempt, not as one the transport made on its own.
-				tr.Hopped()
-			}
+			// A retry layer above counts this send as a hop of its
+			// attempt, not as one the transport made on its own.
+			op.CountRedirect(cur.Context())
 		}
 		resp, err := wire.RoundTrip(t.next, cur)
 		if err != nil {

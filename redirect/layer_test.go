@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/testkit/faultserver"
 	"github.com/retrystack/retrystack/internal/testkit/rttest"
 	"github.com/retrystack/retrystack/middleware"
@@ -261,7 +260,7 @@ func TestSendsNumberedAcrossHops(t *testing.T) {
 	var got []int
 	resends := middleware.Layer{Name: "resends", Wrap: func(next http.RoundTripper) http.RoundTripper {
 		return middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			got = append(got, operation.From(req.Context()).Sends())
+			got = append(got, func() int { op, _ := middleware.OperationOf(req.Context()); return op.Sends() }())
 			return next.RoundTrip(req)
 		})
 	}}
