@@ -2,6 +2,8 @@ package middleware
 
 import (
 	"context"
+	"iter"
+	"net"
 	"net/http"
 	"time"
 
@@ -130,6 +132,33 @@ func WithHedge(ctx context.Context, n int) context.Context { return operation.Wi
 // that is not a hedge.
 func HedgeOf(ctx context.Context) int { return operation.HedgeOf(ctx) }
 
+// Wire is what the transport reported of the sends of a retry layer's
+// attempt so far (httptrace): a layer that traces each send reads it
+// before and after its own, as telemetry's attempt layer does.
+type Wire struct {
+	// Conns counts the connections the transport handed out: one per
+	// physical send, the transport's own resends included.
+	Conns int
+	// Marked counts the sends that layers below the retry layer made
+	// on purpose and marked (CountHedge, CountRedirect): the others the
+	// transport made on its own.
+	Marked int
+	// Peer is the last connection's remote address, nil if none.
+	Peer net.Addr
+}
+
+// Wire is what the transport reported so far of the attempt in flight
+// under ctx of the retry layer above (the innermost one), or of the
+// operation's sends without one. The retry layer starts it again at each
+// attempt. Outside a stack it is the zero Wire.
+func (op Operation) Wire(ctx context.Context) Wire {
+	tr := operation.TraceOf(ctx)
+	if tr == nil {
+		return Wire{}
+	}
+	return Wire{Conns: tr.Conns(), Marked: tr.Hedges() + tr.Hops(), Peer: tr.Peer()}
+}
+
 // A DiscardObserver sees each response that a retry layer below throws
 // away for a retry, before its body is drained; it must not read the
 // body. It returns the names of the cookies the response set that are
@@ -205,6 +234,23 @@ type Observer interface{ Observe(Event) }
 func (op Operation) Observe(o Observer) {
 	if op.o != nil {
 		op.o.AddObserver(o)
+	}
+}
+
+// Observers are the operation's observers so far, in the order they were
+// added: a layer finds its own there (telemetry's attempt layer finds the
+// operation span of the layer above). Outside a stack there are none.
+func (op Operation) Observers() iter.Seq[Observer] {
+	return func(yield func(Observer) bool) {
+		if op.o == nil {
+			return
+		}
+		done := false
+		op.o.EachObserver(func(x any) {
+			if !done && !yield(x.(Observer)) {
+				done = true
+			}
+		})
 	}
 }
 

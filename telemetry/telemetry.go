@@ -363,7 +363,8 @@ type opSpan struct {
 	span          trace.Span
 	start         time.Time
 	method        method
-	op            *operation.Operation  // the stack's; nil outside a Stack
+	op            middleware.Operation  // the stack's; the zero Operation outside a Stack
+	inStack       bool                  // op is set
 	url           *url.URL              // the request's, and
 	full          string                // its url.full, which the first attempt shares
 	rep           *engine.Report        // the retry layer's, if any
@@ -386,8 +387,8 @@ func (*untraced) Observe(middleware.Event) {}
 
 func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if o.t.filter != nil && !o.t.filter(req) {
-		if op := operation.From(req.Context()); op != nil {
-			op.AddObserver(o.t.untraced)
+		if op, ok := middleware.OperationOf(req.Context()); ok {
+			op.Observe(o.t.untraced)
 		}
 		return wire.RoundTrip(o.next, req)
 	}
@@ -397,8 +398,8 @@ func (o *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	s.full = redactURL(req.URL)
 	parent := req.Context()
-	if s.op = operation.From(parent); s.op != nil {
-		s.op.AddObserver(s) // as middleware.Operation.Observe does, without a second lookup
+	if s.op, s.inStack = middleware.OperationOf(parent); s.inStack {
+		s.op.Observe(s)
 	}
 	if in := inbound.From(parent); in != nil {
 		s.callerAttempt = in.Attempt // a crosslayer.Handler's
@@ -458,7 +459,7 @@ func (s *opSpan) finish(err error, roundTrip bool) {
 	if s.span.IsRecording() {
 		attrs := s.method.attrs(s.end0[:0])
 		attrs = append(attrs, semconv.URLFull(s.full), AttrStopReason.String(string(stop)))
-		if s.op != nil {
+		if s.inStack {
 			attrs = append(attrs, AttrAttempts.Int(s.op.Sends()))
 		}
 		if s.callerAttempt > 1 {
@@ -497,7 +498,7 @@ func (s *opSpan) finish(err error, roundTrip bool) {
 				AttrStopReason.String(string(stop))}, s.user...)...)
 		}
 		s.t.opDuration.Record(ctx, time.Since(s.start).Seconds(), attrs)
-		if s.op != nil {
+		if s.inStack {
 			s.t.resends.Record(ctx, int64(max(s.op.Sends()-1, 0)), attrs)
 		}
 	}
@@ -615,13 +616,13 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The retry layer above, if any, numbers the send and watches the wire:
 	// the connections it counts while this RoundTrip runs are this send's,
 	// even when a layer between makes more sends (redirect hops).
-	var resend, conns0, marks0 int
-	op := operation.From(req.Context())
-	var watch *wire.Trace // the operation's (or its retry layer's), or this layer's own outside a stack
-	if op != nil {
+	var resend int
+	var before middleware.Wire
+	op, inStack := middleware.OperationOf(req.Context())
+	var solo *wire.Trace // this layer's own trace, outside a stack
+	if inStack {
 		resend = op.Sends() // the sends before this one, counted next to the base
-		watch = operation.TraceOf(req.Context())
-		conns0, marks0 = watch.Conns(), watch.Hedges()+watch.Hops()
+		before = op.Wire(req.Context())
 	}
 	// What a sampler should see: the attributes known before the send.
 	start := s.method.attrs(s.attrs[:0])
@@ -633,10 +634,10 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, span := a.t.tracer.Start(req.Context(), s.method.spanName(), s.opts[:]...)
 	s.ctx, s.span = ctx, span
 	r := req
-	if watch == nil && span.IsRecording() {
-		watch = wire.GetTrace()
-		defer wire.PutTrace(watch)
-		cp := *watch.Client() // WithClientTrace composes into what it is given
+	if !inStack && span.IsRecording() {
+		solo = wire.GetTrace()
+		defer wire.PutTrace(solo)
+		cp := *solo.Client() // WithClientTrace composes into what it is given
 		ctx = httptrace.WithClientTrace(ctx, &cp)
 	}
 	if span.SpanContext().IsValid() {
@@ -660,18 +661,20 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if span.IsRecording() {
 		// Less the sends of hedges and redirect hops that ran meanwhile:
 		// a hedge's connection is not a resend of this one.
-		transparent = watch.Conns() - conns0 - (watch.Hedges() + watch.Hops() - marks0) - 1
-		if host, port, ok := splitAddr(watch.Peer()); ok {
+		after := op.Wire(req.Context())
+		if solo != nil {
+			after = middleware.Wire{Conns: solo.Conns(), Peer: solo.Peer()}
+		}
+		transparent = after.Conns - before.Conns - (after.Marked - before.Marked) - 1
+		if host, port, ok := splitAddr(after.Peer); ok {
 			attrs = append(attrs, semconv.NetworkPeerAddress(host), semconv.NetworkPeerPort(port))
 		}
-		if n := operation.HedgeOf(req.Context()); n > 0 {
+		if n := middleware.HedgeOf(req.Context()); n > 0 {
 			span.SetAttributes(AttrHedge.Int(n))
 		}
 		timeoutHeader := protocol.TimeoutHeader
-		if op != nil {
-			if w := op.Owner(); w != nil {
-				timeoutHeader = w.TimeoutHeader() // the name the retry layer above sends, "" when it sends none
-			}
+		if inStack {
+			timeoutHeader = op.TimeoutHeader() // the name the retry layer above sends, "" when it sends none
 		}
 		if v := r.Header[timeoutHeader]; timeoutHeader != "" && len(v) > 0 {
 			if ms, err := strconv.ParseInt(v[0], 10, 64); err == nil {
@@ -743,23 +746,18 @@ func (a *attemptLayer) CloseIdleConnections() { wire.CloseIdle(a.next) }
 // left out, among the operation's observers), else by asking Filter and
 // Attributes with req.
 func (t *Telemetry) decided(req *http.Request) (traced bool, user []attribute.KeyValue) {
-	found := false
-	if op := operation.From(req.Context()); op != nil {
-		op.EachObserver(func(x any) {
-			switch x := x.(type) {
-			case *opSpan:
-				if x.t == t && !found {
-					found, traced, user = true, true, x.user
-				}
-			case *untraced:
-				if x.t == t && !found {
-					found = true
-				}
+	op, _ := middleware.OperationOf(req.Context())
+	for x := range op.Observers() {
+		switch x := x.(type) {
+		case *opSpan:
+			if x.t == t {
+				return true, x.user
 			}
-		})
-	}
-	if found {
-		return traced, user
+		case *untraced:
+			if x.t == t {
+				return false, nil
+			}
+		}
 	}
 	if t.filter != nil && !t.filter(req) {
 		return false, nil
@@ -773,17 +771,11 @@ func (t *Telemetry) decided(req *http.Request) (traced bool, user []attribute.Ke
 // urlFull is req's url.full: the operation span's, already made, when req
 // has the operation's URL (its first hop, without Prepare). The operation
 // span is found among the operation's observers: no context of its own.
-func urlFull(req *http.Request, op *operation.Operation) string {
-	full := ""
-	if op != nil {
-		op.EachObserver(func(x any) {
-			if s, ok := x.(*opSpan); ok && s.url == req.URL && full == "" {
-				full = s.full
-			}
-		})
-	}
-	if full != "" {
-		return full
+func urlFull(req *http.Request, op middleware.Operation) string {
+	for x := range op.Observers() {
+		if s, ok := x.(*opSpan); ok && s.url == req.URL {
+			return s.full
+		}
 	}
 	return redactURL(req.URL)
 }
