@@ -2,10 +2,13 @@ package middleware_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 
+	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
 )
 
 // trace is a layer that prints when a request enters and leaves it.
@@ -68,4 +71,43 @@ func ExampleStack_Swap() {
 	// Output:
 	// redirect → retry → cookies → transport
 	// middleware: layer "cache": not in the stack: redirect → cookies → retry → transport
+}
+
+// A redirect layer of your own tells the retry layer above which sends
+// are redirect hops (Operation.CountRedirect): the report counts them in
+// the attempt's Redirects, not as resends the transport made on its own.
+func ExampleOperation_CountRedirect() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/old" {
+			http.Redirect(w, r, "/new", http.StatusFound)
+		}
+	}))
+	defer srv.Close()
+	follow := middleware.Layer{Name: "my-redirect", Wrap: func(next http.RoundTripper) http.RoundTripper {
+		return middleware.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := next.RoundTrip(req)
+			if err != nil || resp.StatusCode != http.StatusFound {
+				return resp, err
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			hop := req.Clone(req.Context())
+			hop.URL, _ = req.URL.Parse(resp.Header.Get("Location"))
+			op, _ := middleware.OperationOf(req.Context())
+			op.CountRedirect(hop.Context()) // a hop, not a resend
+			return next.RoundTrip(hop)
+		})
+	}}
+	e, _ := engine.New(engine.Config{Policy: policy.Default()})
+	stack, _ := middleware.NewStack(e.Layer(), follow)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: stack.Then(tr)}).Get(srv.URL + "/old")
+	if err != nil {
+		panic(err)
+	}
+	resp.Body.Close()
+	a := engine.ReportOf(resp).Attempts[0]
+	fmt.Println(a.Status, "redirects:", a.Redirects, "transparent:", a.Transparent)
+	// Output: 200 redirects: 1 transparent: 0
 }
