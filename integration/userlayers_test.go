@@ -37,17 +37,8 @@ func TestUserRedirectLayerReportedAsOurs(t *testing.T) {
 	}))
 	defer srv.Close()
 	report := func(layer middleware.Layer) *engine.Report {
-		e, err := engine.New(engine.Config{Policy: policy.Default()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := middleware.NewStack(e.Layer(), layer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := &http.Transport{}
-		defer tr.CloseIdleConnections()
-		c := &http.Client{Transport: st.Then(tr), CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		c := retryAbove(t, layer)
+		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 		resp, err := c.Get(srv.URL + "/a")
 		if err != nil {
 			t.Fatal(err)
@@ -66,6 +57,23 @@ func TestUserRedirectLayerReportedAsOurs(t *testing.T) {
 	if a := theirs.Attempts; len(a) != 1 || a[0].Redirects != 2 || a[0].Transparent != 0 {
 		t.Fatalf("report %v: want one attempt, two redirects, no transparent send", theirs)
 	}
+}
+
+// retryAbove is a client whose stack is the default policy's retry layer
+// above layer, over a transport of its own closed when t ends.
+func retryAbove(t *testing.T, layer middleware.Layer) *http.Client {
+	t.Helper()
+	e, err := engine.New(engine.Config{Policy: policy.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := middleware.NewStack(e.Layer(), layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: st.Then(tr)}
 }
 
 // userRedirect follows a GET's 302 and 303 within the same origin: a
@@ -115,17 +123,7 @@ func TestUserHedgeLayerReportedAsOurs(t *testing.T) {
 			if name == "theirs" {
 				layer = userHedge()
 			}
-			e, err := engine.New(engine.Config{Policy: policy.Default()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := middleware.NewStack(e.Layer(), layer)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr := &http.Transport{}
-			defer tr.CloseIdleConnections()
-			resp, err := (&http.Client{Transport: st.Then(tr)}).Get(srv.URL)
+			resp, err := retryAbove(t, layer).Get(srv.URL)
 			if err != nil {
 				t.Fatal(err)
 			}
