@@ -2,9 +2,10 @@ package engine
 
 import (
 	"context"
+	"time"
+
 	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/middleware"
-	"time"
 
 	"github.com/retrystack/retrystack/policy"
 )

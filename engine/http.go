@@ -2,16 +2,14 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
-	"fmt"
-	"go.opentelemetry.io/otel/attribute"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"io"
 	"net/http"
 	"net/http/httptrace"
-	"net/url"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/retrystack/retrystack/internal/inbound"
 	"github.com/retrystack/retrystack/internal/operation"
@@ -20,10 +18,6 @@ import (
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 )
-
-// causeAuth is the Decision.Cause of a resend after RefreshAuth: it is
-// sent at once, outside the backoff and the budget.
-const causeAuth = "auth"
 
 // Layer returns the HTTP retry layer, named "retry", running every request
 // that passes through it under the engine's policy.
@@ -172,76 +166,6 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (resp *ht
 	return resp, err
 }
 
-// withKey is req with an Idempotency-Key of the operation's: one copy of
-// the request and its header per operation, which every attempt starts
-// from.
-func withKey(req *http.Request, op *operation.Operation) *http.Request {
-	key := op.IdempotencyKey(newKey) // the same on every redirect hop
-	r := req.Clone(req.Context())
-	r.Header.Set(protocol.IdempotencyKey, `"`+key+`"`) // an sf-string, as draft-ietf-httpapi-idempotency-key-header has it
-	return r
-}
-
-// newKey returns a random (version 4) UUID.
-func newKey() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
-}
-
-// pushesBack reports whether an operation tells the caller of the service
-// it serves not to retry: it retried until a limit stopped it, its retry
-// budget is spent (a storm) or keeps its timeouts from being retried (a
-// slow service), or it was itself told not to retry. A layer
-// that did not retry (one attempt allowed, a hint too long to wait) leaves
-// the choice to its caller.
-func pushesBack(rep *Report) bool {
-	switch rep.Stop {
-	case policy.StopBudgetExhausted, policy.StopTimeoutNotRetried, policy.StopPushback:
-		return true
-	case policy.StopAttemptsExhausted, policy.StopWaitExceedsBudget:
-		return len(rep.Attempts) > 1
-	}
-	return false
-}
-
-// withSignals is a copy of h with the cross-layer headers set to their
-// values ("" deletes one), when set is true: one map, sized for them, and
-// one array for every value, as http.Header.Clone makes (its copy would
-// grow for a header it lacks, and each value would be a slice of its own).
-func withSignals(h http.Header, attemptName, attempt, timeoutName, timeout string, set bool) http.Header {
-	nv := 2
-	for _, v := range h {
-		nv += len(v)
-	}
-	sv := make([]string, nv)
-	h2 := make(http.Header, len(h)+2)
-	for k, v := range h {
-		if set && (k == attemptName || k == timeoutName) {
-			continue
-		}
-		if v == nil {
-			h2[k] = nil // Clone keeps a nil value: net/http reads it as "do not send" (User-Agent)
-			continue
-		}
-		n := copy(sv, v)
-		h2[k] = sv[:n:n]
-		sv = sv[n:]
-	}
-	if set {
-		for _, kv := range [2][2]string{{attemptName, attempt}, {timeoutName, timeout}} {
-			if kv[1] != "" {
-				sv[0] = kv[1]
-				h2[kv[0]] = sv[:1:1]
-				sv = sv[1:]
-			}
-		}
-	}
-	return h2
-}
-
 // CloseIdleConnections forwards to the next RoundTripper.
 func (t *transport) CloseIdleConnections() {
 	wire.CloseIdle(t.next)
@@ -341,24 +265,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		// ReportOf finds o's report for a response o made.
 		ctx = operation.WithAttempt(httptrace.WithClientTrace(ctx, &cp), &operation.Attempt{Owner: &o.owner, Trace: tr})
 	}
-	// The cross-layer headers: the attempt on a retry, the time left
-	// under a deadline.
-	attemptHdr, timeoutHdr := "", ""
-	if o.signals {
-		if n > 1 {
-			attemptHdr = o.e.attemptValue(n)
-		}
-		if dl, ok := ctx.Deadline(); ok {
-			timeoutHdr = protocol.TimeLeft(dl)
-		}
-	}
-	// A request forwarded from a caller (a proxy) may carry the caller's
-	// values: this layer's own replace them, or they go.
-	// Stale values go whether or not this layer speaks the protocol with
-	// the host: a third party never gets a caller's either.
-	stale := !o.e.signals.Off && ((attemptHdr == "" && len(o.req.Header[o.e.attemptHeader]) > 0) ||
-		(timeoutHdr == "" && len(o.req.Header[o.e.timeoutHeader]) > 0))
-	headers := attemptHdr != "" || timeoutHdr != "" || stale
+	attemptHdr, timeoutHdr, headers := o.signalHeaders(ctx, n)
 	r := o.req
 	if ctx != r.Context() || body != nil || o.e.prepare != nil || headers {
 		// A copy of its own, never reused: the transport may still hold
@@ -407,38 +314,6 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 	return resp, info, err
 }
 
-// hold holds the attempt's host back for the wait its answer asks for
-// (its Retry-After, or the reset of a spent rate limit): at most
-// RetryAfter.Max, or an hour.
-func (o *httpOp) hold(u *url.URL, h http.Header) {
-	now := o.e.now()
-	ra := o.e.p.RetryAfter
-	wait, found, ok := ra.Hint(h, now)
-	if !found || !ok || wait <= 0 {
-		return
-	}
-	limit := maxPace
-	if ra.Max > 0 {
-		limit = min(ra.Max, limit)
-	}
-	o.e.pace.hold(wire.HostKey(u), now.Add(min(wait, limit)), now)
-}
-
-// paced implements loopOp: until when the request's host asked for no
-// requests, and the server as the attempt spans name it.
-func (o *httpOp) paced() (string, string, int, time.Time) {
-	if !o.e.p.RetryAfter.Pace || o.e.pace.held.Load() == 0 {
-		return "", "", 0, time.Time{}
-	}
-	key := wire.HostKey(o.req.URL)
-	until := o.e.pace.heldUntil(key, o.e.now())
-	if until.IsZero() {
-		return key, "", 0, until
-	}
-	host, port := wire.ServerAddress(o.req)
-	return key, host, port, until
-}
-
 func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error) policy.Decision {
 	//lint:ignore SA1019 net/http's Client still cancels a RoundTripper it does not know through Request.Cancel (http.Client.Timeout)
 	if err != nil && o.req.Cancel != nil {
@@ -456,11 +331,8 @@ func (o *httpOp) decide(n int, resp *http.Response, info attemptInfo, err error)
 		default:
 		}
 	}
-	if err == nil && resp.StatusCode == http.StatusUnauthorized && o.e.refreshAuth != nil && !o.refreshed && n < o.e.p.MaxAttempts {
-		o.refreshed = true                                 // once per operation: a refresh that does not help is not retried
-		if o.e.refreshAuth(&o.rare.outside, resp) == nil { // e.detach: made in roundTrip
-			return policy.Retry(causeAuth)
-		}
+	if err == nil && o.refreshAuth(n, resp) {
+		return policy.Retry(causeAuth)
 	}
 	d := o.e.p.Classify(policy.Attempt{Request: o.req, Response: resp, Err: err, Number: n, Processed: info.processed})
 	if d.Retry && err == nil && o.signals && strings.EqualFold(resp.Header.Get(o.e.shouldRetryHeader), "false") {
@@ -497,25 +369,6 @@ func (o *httpOp) discard(resp *http.Response) (lost []string) {
 	return lost
 }
 
-// cookies shows resp, which the caller will not get, to the cookie layer
-// above, or keeps its Set-Cookie lines for the final response; it names
-// the cookies now lost.
-func (o *httpOp) cookies(resp *http.Response) (lost []string) {
-	if obs := o.operation.Discard(); obs != nil {
-		lost = obs(resp)
-	} else if sc := resp.Header["Set-Cookie"]; len(sc) > 0 {
-		// No cookie layer above: the caller's http.Client (its Jar)
-		// stores what the final response carries (RFC 6265: a user agent
-		// stores the cookies of every response it receives).
-		host := hostOf(resp)
-		x := o.rareState()
-		for _, line := range sc {
-			x.carried = append(x.carried, carriedCookie{line: line, host: host})
-		}
-	}
-	return lost
-}
-
 // deadline is shared by every hop of the stack's operation: the first
 // hop's retry layer fixes it.
 func (o *httpOp) deadline(d time.Duration) time.Time {
@@ -534,35 +387,7 @@ func (o *httpOp) keep(resp *http.Response, d deadlines) *http.Response {
 	if d.cancelOp != nil || d.cancelAt != nil {
 		o.rareState().final = finalDeadlines{op: d.op, attempt: d.attempt, cancelOp: d.cancelOp, cancelAt: d.cancelAt}
 	}
-	if x := o.rare; x != nil && len(x.carried) > 0 {
-		// The discarded responses' cookies first: the final response's own
-		// come after them, and win. Only those of the final response's
-		// host: the Client's jar stores them for its URL (a Prepare may
-		// have sent an attempt elsewhere); the others are named lost. The
-		// header is copied: a layer below may share its map.
-		host := hostOf(resp)
-		var lines, rest []carriedCookie
-		for _, c := range x.carried {
-			if c.host == host {
-				lines = append(lines, c)
-			} else {
-				rest = append(rest, c)
-			}
-		}
-		if len(lines) > 0 {
-			h := resp.Header.Clone()
-			if h == nil {
-				h = make(http.Header)
-			}
-			sc := make([]string, 0, len(lines)+len(h["Set-Cookie"]))
-			for _, c := range lines {
-				sc = append(sc, c.line)
-			}
-			h["Set-Cookie"] = append(sc, h["Set-Cookie"]...)
-			resp.Header = h
-		}
-		x.carried = rest
-	}
+	o.carry(resp)
 	if !o.body.Watch(resp, o) {
 		d.release()
 	}
@@ -611,66 +436,14 @@ func (o *httpOp) emit(e middleware.Event) {
 	o.operation.EachObserver(func(x any) { x.(middleware.Observer).Observe(e) })
 }
 
-// TimeoutHeader is the name of the header with which o tells the server
-// the time left, or "" when it sends none (operation.Owner.TimeoutHeader).
-func (o *httpOp) TimeoutHeader() string {
-	if !o.signals {
-		return ""
-	}
-	return o.e.timeoutHeader
-}
-
-// attemptValue is the attempt header's value for attempt n (from 2):
-// made once per engine for the first attempts, since it is the same on
-// every operation's.
-func (e *Engine) attemptValue(n int) string {
-	if n < len(e.attemptValues) {
-		return e.attemptValues[n]
-	}
-	return protocol.AttemptValue(n, e.p.MaxAttempts)
-}
-
 // replayErr implements loopOp: a kept body that outgrew its replay buffer
 // cannot be sent again, nor one whose rewinding Seek fails (it is rewound
 // here, before the retry is planned, so that the caller gets the answer
 // in hand rather than an attempt that never left).
-func (o *httpOp) keyed() bool {
-	return o.req.Header.Get(protocol.IdempotencyKey) != "" || o.req.Header.Get(protocol.XIdempotencyKey) != ""
-}
-
 func (o *httpOp) replayErr() error {
 	rp := o.replay()
 	if rp == nil {
 		return nil
 	}
 	return rp.Rewind()
-}
-
-// uncarried names the cookies of the discarded responses that no final
-// response will carry.
-func (o *httpOp) uncarried() []string {
-	x := o.rare
-	if x == nil {
-		return nil
-	}
-	var names []string
-	for _, c := range x.carried {
-		if ck, err := http.ParseSetCookie(c.line); err == nil {
-			names = append(names, ck.Name)
-		}
-	}
-	x.carried = nil
-	return names
-}
-
-// A carriedCookie is a Set-Cookie line of a discarded response and the
-// host that sent it.
-type carriedCookie struct{ line, host string }
-
-// hostOf is the host resp answers for.
-func hostOf(resp *http.Response) string {
-	if resp.Request != nil && resp.Request.URL != nil {
-		return resp.Request.URL.Host
-	}
-	return ""
 }

@@ -2,9 +2,13 @@ package engine
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/retrystack/retrystack/internal/wire"
 )
 
 // pacer remembers, per host, until when the host asked for no more
@@ -86,4 +90,36 @@ type pacedError struct {
 
 func (e *pacedError) Error() string {
 	return fmt.Sprintf("retrystack: %s asked for no requests until %s (its rate limit or Retry-After), past this request's deadline: nothing sent", e.host, e.until.Format(time.RFC3339Nano))
+}
+
+// hold holds the attempt's host back for the wait its answer asks for
+// (its Retry-After, or the reset of a spent rate limit): at most
+// RetryAfter.Max, or an hour.
+func (o *httpOp) hold(u *url.URL, h http.Header) {
+	now := o.e.now()
+	ra := o.e.p.RetryAfter
+	wait, found, ok := ra.Hint(h, now)
+	if !found || !ok || wait <= 0 {
+		return
+	}
+	limit := maxPace
+	if ra.Max > 0 {
+		limit = min(ra.Max, limit)
+	}
+	o.e.pace.hold(wire.HostKey(u), now.Add(min(wait, limit)), now)
+}
+
+// paced implements loopOp: until when the request's host asked for no
+// requests, and the server as the attempt spans name it.
+func (o *httpOp) paced() (string, string, int, time.Time) {
+	if !o.e.p.RetryAfter.Pace || o.e.pace.held.Load() == 0 {
+		return "", "", 0, time.Time{}
+	}
+	key := wire.HostKey(o.req.URL)
+	until := o.e.pace.heldUntil(key, o.e.now())
+	if until.IsZero() {
+		return key, "", 0, until
+	}
+	host, port := wire.ServerAddress(o.req)
+	return key, host, port, until
 }
