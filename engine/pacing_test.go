@@ -259,3 +259,43 @@ func TestPacedFirstAttemptFollowsALongerHold(t *testing.T) {
 		t.Errorf("sent at %d ms, want after the longer hold (1 s, then 5 s more)", at)
 	}
 }
+
+// A pacing wait is in the report of the operation it held back, with its
+// host, the hold's end and the wait, and in the report's String; a hold
+// past the deadline is recorded with no wait, and the operation it
+// stopped says until when.
+func TestPacingWaitsInTheReport(t *testing.T) {
+	p := policy.Default()
+	p.MaxAttempts = 1
+	pc := newPaced(t, p)
+	pc.next["api.example.com"] = []*http.Response{answer(429, "Retry-After", "30")}
+	first, _ := pc.get(t, context.Background(), "https://api.example.com/a")
+	if len(first.Paced) != 0 {
+		t.Fatalf("the operation that met the 429 was not held back: %+v", first.Paced)
+	}
+	until := pc.start.Add(30 * time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rep, err := pc.get(t, ctx, "https://api.example.com/b")
+	want := []PacedWait{{Before: 1, Host: "api.example.com", Until: until}}
+	if err == nil || len(rep.Paced) != 1 || !samePaced(rep.Paced[0], want[0]) {
+		t.Fatalf("under a 10 s deadline: %v, paced %+v; want %+v", err, rep.Paced, want)
+	}
+	if s := rep.String(); !strings.Contains(s, "api.example.com held until") {
+		t.Errorf("String %q does not say the host was held", s)
+	}
+
+	rep, err = pc.get(t, context.Background(), "https://api.example.com/c")
+	want = []PacedWait{{Before: 1, Host: "api.example.com", Until: until, Waited: 31500 * time.Millisecond}}
+	if err != nil || len(rep.Paced) != 1 || !samePaced(rep.Paced[0], want[0]) {
+		t.Fatalf("without a deadline: %v, paced %+v; want %+v", err, rep.Paced, want)
+	}
+	if s := rep.String(); !strings.Contains(s, "paced 31.5s for api.example.com") {
+		t.Errorf("String %q does not show the wait", s)
+	}
+}
+
+func samePaced(a, b PacedWait) bool {
+	return a.Before == b.Before && a.Host == b.Host && a.Until.Equal(b.Until) && a.Waited == b.Waited
+}

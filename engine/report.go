@@ -28,6 +28,7 @@ type Report struct {
 	Elapsed      time.Duration     // from the start of the operation to its end
 	Stop         policy.StopReason // why the operation ended
 	Pitfalls     []Pitfall         // the pitfalls that fired, in order
+	Paced        []PacedWait       // the waits for a host that asked for no requests, in order
 	// Replayed: the final answer is one the server stored for an earlier
 	// attempt of this keyed request and sent again (Idempotent-Replayed):
 	// the write ran once, before.
@@ -56,6 +57,20 @@ type AttemptRecord struct {
 	Decision policy.Decision
 }
 
+// A PacedWait is a wait before an attempt, not for a retry's backoff: an
+// earlier answer from the same host (this operation's or another's of
+// the retry layer) asked for no requests until Until, with its
+// Retry-After or a spent rate limit (policy.RetryAfter.Pace).
+type PacedWait struct {
+	Before int       // the attempt it held back, from 1
+	Host   string    // the host held, as net/http dials it
+	Until  time.Time // when the host allows requests again, as its answer asked
+	// Waited is the wait, with up to a tenth more so that the requests
+	// held back do not all return together; 0 when the hold ended past
+	// the deadline and the operation stopped instead (wait-exceeds-budget).
+	Waited time.Duration
+}
+
 // String summarises the report on one line, e.g.
 // "default: 3 attempts [503 503 200], waits [50ms 100ms], success".
 func (r *Report) String() string {
@@ -74,7 +89,15 @@ func (r *Report) String() string {
 			fmt.Fprintf(&b, " (after %d redirect(s))", a.Redirects)
 		}
 	}
-	fmt.Fprintf(&b, "], waits %v, %s", r.PlannedWaits, r.Stop)
+	fmt.Fprintf(&b, "], waits %v", r.PlannedWaits)
+	for _, p := range r.Paced {
+		if p.Waited > 0 {
+			fmt.Fprintf(&b, ", paced %v for %s", p.Waited, p.Host)
+		} else {
+			fmt.Fprintf(&b, ", %s held until %s", p.Host, p.Until.Format(time.RFC3339))
+		}
+	}
+	fmt.Fprintf(&b, ", %s", r.Stop)
 	if len(r.Pitfalls) > 0 {
 		fmt.Fprintf(&b, ", pitfalls %v", r.Pitfalls)
 	}

@@ -218,7 +218,7 @@ func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts) (
 		// so that a stop still hands back the answer it has; a hold that a
 		// later answer made longer meanwhile holds the retry here too.
 		if key, host, port, until := l.o.paced(); !until.IsZero() {
-			if stop, err := l.pace(key, host, port, until); err != nil {
+			if stop, err := l.pace(n, key, host, port, until); err != nil {
 				if n == 1 && f.body != nil {
 					f.body.Close()
 				}
@@ -600,9 +600,9 @@ func (l *loop[T]) withdraw(info attemptInfo, err error) policy.StopReason {
 // operation at once, nothing sent: a wait that cannot finish is not
 // started. A hold that a later answer made longer while it waited is
 // waited for in turn.
-func (l *loop[T]) pace(key, host string, port int, until time.Time) (policy.StopReason, error) {
+func (l *loop[T]) pace(n int, key, host string, port int, until time.Time) (policy.StopReason, error) {
 	for !until.IsZero() {
-		if stop, err := l.paceOnce(key, host, port, until); err != nil {
+		if stop, err := l.paceOnce(n, key, host, port, until); err != nil {
 			return stop, err
 		}
 		_, _, _, until = l.o.paced()
@@ -610,8 +610,9 @@ func (l *loop[T]) pace(key, host string, port int, until time.Time) (policy.Stop
 	return "", nil
 }
 
-// paceOnce is one wait of pace: until the hold as it stands.
-func (l *loop[T]) paceOnce(key, host string, port int, until time.Time) (policy.StopReason, error) {
+// paceOnce is one wait of pace before attempt n: until the hold as it
+// stands. The report records it (Report.Paced).
+func (l *loop[T]) paceOnce(n int, key, host string, port int, until time.Time) (policy.StopReason, error) {
 	e := l.e
 	now := e.now()
 	wait := until.Sub(now)
@@ -620,6 +621,7 @@ func (l *loop[T]) paceOnce(key, host string, port int, until time.Time) (policy.
 	}
 	dl, bounded := l.op.Deadline()
 	if bounded && !now.Add(wait).Before(dl) {
+		l.rep.Paced = append(l.rep.Paced, PacedWait{Before: n, Host: key, Until: until})
 		if l.o.observed() {
 			l.o.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, port, "stopped", wait)})
 		}
@@ -634,6 +636,7 @@ func (l *loop[T]) paceOnce(key, host string, port int, until time.Time) (policy.
 	if extra := time.Duration(draw() * float64(wait) / 10); !bounded || now.Add(wait+extra).Before(dl) {
 		wait += extra
 	}
+	l.rep.Paced = append(l.rep.Paced, PacedWait{Before: n, Host: key, Until: until, Waited: wait})
 	if l.o.observed() {
 		l.o.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, port, "waited", wait)})
 	}
