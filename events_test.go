@@ -77,9 +77,11 @@ func TestEventsOfTheRetryLayer(t *testing.T) {
 			"retrystack.response.discarded http.response.status_code=503",
 			"retrystack.retry.backoff retrystack.retry.delay=0 retrystack.retry.source=policy retrystack.layer=http retrystack.retry.reason=status",
 			"retrystack.pitfall retrystack.pitfall.name=exhausted-retryable-status",
+			"retrystack.give_up retrystack.stop_reason=attempts-exhausted retrystack.layer=http",
 		}},
 		{"refused below", func(*http.Request) (*http.Response, error) { return nil, refused{} }, []string{
 			"retrystack.refusal retrystack.stop_reason=quota",
+			"retrystack.give_up retrystack.stop_reason=quota retrystack.layer=http",
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -29,6 +29,12 @@ type Op[T any] struct {
 	// the operation. The report is then the fallback's, Fallbacks counting
 	// the switch.
 	Fallback *Op[T]
+	// Observer, when set, is told the operation's events as a stack's
+	// observers are (middleware.Operation.Observe): each retry planned,
+	// pitfall, refusal and the give-up, on the caller's goroutine.
+	// telemetry's Telemetry.Observer records them on a span; a
+	// middleware.LogObserver logs them.
+	Observer middleware.Observer
 }
 
 // Do runs op under e's policy (and then its Fallback, if it has one and
@@ -39,7 +45,11 @@ func Do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
 	if op.Fallback == nil || rep.Stop != policy.StopAttemptsExhausted {
 		return v, rep, err
 	}
-	v, rep, err = do(ctx, e, *op.Fallback)
+	fb := *op.Fallback
+	if fb.Observer == nil {
+		fb.Observer = op.Observer // the same operation, to whoever observes it
+	}
+	v, rep, err = do(ctx, e, fb)
 	rep.Fallbacks = 1
 	return v, rep, err
 }
@@ -107,9 +117,9 @@ func (o *funcOp[T]) keep(v T, d deadlines) T {
 	return v
 }
 
-func (o *funcOp[T]) observed() bool { return false }
+func (o *funcOp[T]) observed() bool { return o.op.Observer != nil }
 
-func (o *funcOp[T]) emit(middleware.Event) {}
+func (o *funcOp[T]) emit(e middleware.Event) { o.op.Observer.Observe(e) }
 
 func (o *funcOp[T]) replayErr() error { return nil }
 func (o *funcOp[T]) keyed() bool      { return false }

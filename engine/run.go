@@ -423,8 +423,14 @@ func (l *loop[T]) end(stop policy.StopReason) {
 	}
 	rep := l.rep
 	rep.Stop, rep.Elapsed = stop, now-l.start
-	if stop != policy.StopSuccess && l.e.hooks.OnGiveUp != nil {
-		l.e.hooks.OnGiveUp(rep)
+	if stop != policy.StopSuccess {
+		if l.e.hooks.OnGiveUp != nil {
+			l.e.hooks.OnGiveUp(rep)
+		}
+		if l.o.observed() {
+			l.o.emit(middleware.Event{Name: protocol.EventGiveUp, Attrs: []attribute.KeyValue{
+				attribute.String(protocol.AttrStopReason, string(stop)), attribute.String(protocol.AttrLayer, l.e.layer)}})
+		}
 	}
 	l.returned = true
 }

@@ -29,7 +29,7 @@ func TestArchitectureListsTheEventConstants(t *testing.T) {
 	}
 	consts := []string{middleware.EventDiscarded, middleware.EventRetry, middleware.EventPitfall, middleware.EventRefusal,
 		middleware.EventHedge, middleware.EventBreakerChange, middleware.EventThrottle, middleware.EventPacing,
-		middleware.EventLimit, middleware.EventChaos}
+		middleware.EventLimit, middleware.EventChaos, middleware.EventGiveUp}
 	// The list above must hold every Event* constant of the package.
 	files, err := filepath.Glob("*.go")
 	if err != nil {

@@ -3,8 +3,10 @@ package middleware_test
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/middleware"
@@ -110,4 +112,36 @@ func ExampleOperation_CountRedirect() {
 	a := engine.ReportOf(resp).Attempts[0]
 	fmt.Println(a.Status, "redirects:", a.Redirects, "transparent:", a.Transparent)
 	// Output: 200 redirects: 1 transparent: 0
+}
+
+// Log logs each operation's events with log/slog: here a give-up, at
+// Warn, after three 503s.
+func ExampleLog() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		Level: slog.LevelWarn,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == "server.address" {
+				return slog.Attr{} // left out, so that the output is the same on every run
+			}
+			return a
+		},
+	}))
+	p := policy.Default()
+	p.Backoff = policy.Backoff{}
+	e, _ := engine.New(engine.Config{Policy: p})
+	stack, _ := middleware.NewStack(middleware.Log(logger), e.Layer())
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: stack.Then(tr)}).Get(srv.URL)
+	if err != nil {
+		panic(err)
+	}
+	resp.Body.Close()
+	// Output:
+	// level=WARN msg=retrystack.pitfall http.request.method=GET retrystack.pitfall.name=exhausted-retryable-status
+	// level=WARN msg=retrystack.give_up http.request.method=GET retrystack.stop_reason=attempts-exhausted retrystack.layer=http
 }

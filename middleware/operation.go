@@ -210,7 +210,8 @@ type Event struct {
 // change; a request the throttle refused; an attempt that waited for a
 // host's rate limit to reset, or stopped because the reset came after its
 // deadline (pacing, see policy.RetryAfter.Pace); a request the concurrency
-// limit refused; a fault the chaos layer injected.
+// limit refused; a fault the chaos layer injected; an operation the retry
+// layer (or engine.Do) ended without success, its stop reason.
 const (
 	EventDiscarded     = protocol.EventDiscarded
 	EventRetry         = protocol.EventRetry
@@ -222,6 +223,7 @@ const (
 	EventLimit         = protocol.EventLimit
 	EventChaos         = protocol.EventChaos
 	EventPacing        = protocol.EventPacing
+	EventGiveUp        = protocol.EventGiveUp
 )
 
 // An Observer is told the events of the operations it observes, on the

@@ -8,10 +8,12 @@
 //	   ├─ "GET" CLIENT 302  http.request.resend_count=1
 //	   └─ "GET" CLIENT 200  http.request.resend_count=2
 //
-// [Telemetry.Operation] is the outermost layer, [Telemetry.Attempt] sits
-// just above the transport, and [Telemetry.Hooks] adds the engine's retries
-// and pitfalls as events on the operation's span and as metrics.
-// retrystack.Config.Telemetry wires all three.
+// [Telemetry.Operation] is the outermost layer, and observes each
+// operation: every event of its layers (retries, pitfalls, give-ups,
+// hedges, a breaker's changes) becomes an event of the operation's span,
+// and some are counted in metrics. [Telemetry.Attempt] sits just above the
+// transport. retrystack.Config.Telemetry wires both. [Telemetry.Observer]
+// does the same for engine.Do, which runs outside any stack.
 //
 // Attempt spans follow the stable HTTP semantic conventions
 // (semconv v1.43.0): http.request.method (_OTHER for unknown methods, with

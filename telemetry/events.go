@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/retrystack/retrystack/engine"
-	"github.com/retrystack/retrystack/internal/events"
-	"github.com/retrystack/retrystack/internal/operation"
 	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/middleware"
 	"go.opentelemetry.io/otel/attribute"
@@ -74,50 +71,25 @@ func attrOf(e middleware.Event, as, from attribute.Key) attribute.KeyValue {
 // below ended its RoundTrip.
 var errPanicked = errors.New("telemetry: a panic ended the operation")
 
-// Hooks returns the engine hooks that record the retries and pitfalls of
-// engine.Do, which runs outside any stack: events on the span of the
-// context it is given, and the retries, delay and pitfalls metrics. The
-// HTTP retry layer needs none: its retries and pitfalls reach telemetry
-// as events of the operation (middleware.Operation.Emit). Joined into the
-// hooks of a retry layer all the same, they record nothing that t's
-// operation span records already: each retry is counted once.
-func (t *Telemetry) Hooks() engine.Hooks {
-	if t.tracer == nil {
-		return engine.Hooks{} // its layers do not build: see Operation
-	}
-	return engine.Hooks{OnRetry: t.onRetry, OnPitfall: t.onPitfall}
+// Observer returns an observer for engine.Do (engine.Op.Observer), which
+// runs outside any stack: it records the operation's events on the span
+// of ctx, as the operation span records a stack's, and counts them in the
+// retries, delay and pitfalls metrics. A stack needs none: its
+// operation span observes each operation it starts.
+func (t *Telemetry) Observer(ctx context.Context) middleware.Observer {
+	return &spanObserver{t: t, ctx: ctx}
 }
 
-func (t *Telemetry) onRetry(ev engine.Event) {
-	if t.observes(ev.Context) {
-		return
-	}
-	t.record(ev.Context, trace.SpanFromContext(ev.Context), middleware.Event{Name: protocol.EventRetry,
-		Attrs: events.RetryAttrs(ev.Wait, ev.FromHint, ev.Report.Layer, ev.Cause)})
+// spanObserver records events on the span of its context.
+type spanObserver struct {
+	t   *Telemetry
+	ctx context.Context
 }
 
-func (t *Telemetry) onPitfall(ev engine.Event) {
-	if t.observes(ev.Context) {
-		return
+// Observe implements middleware.Observer.
+func (o *spanObserver) Observe(e middleware.Event) {
+	if o.t.tracer == nil {
+		return // not made by New: see Operation
 	}
-	t.record(ev.Context, trace.SpanFromContext(ev.Context), middleware.Event{Name: protocol.EventPitfall,
-		Attrs: events.PitfallAttrs(string(ev.Pitfall), ev.Cookies)})
-}
-
-// observes reports whether the hook's event belongs to an HTTP operation
-// that one of t's operation spans observes: its retry layer told it
-// already (middleware.Operation.Emit), and recording it again from the
-// hooks would count every retry twice.
-func (t *Telemetry) observes(ctx context.Context) bool {
-	op := operation.DetachedFrom(ctx)
-	if op == nil {
-		return false
-	}
-	ours := false
-	op.EachObserver(func(x any) {
-		if s, ok := x.(*opSpan); ok && s.t == t {
-			ours = true
-		}
-	})
-	return ours
+	o.t.record(o.ctx, trace.SpanFromContext(o.ctx), e)
 }

@@ -13,15 +13,15 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
-// Each retry is recorded once, whatever the user wires: the operation's
-// own events alone, or tel.Hooks() joined into the engine's hooks as well
-// (as docs/telemetry.md used to advise). (Issue 36: twice, on the span and
-// in the metrics.) engine.Do's hooks still record: nothing else does.
+// Each retry is recorded once: the HTTP operation's through its operation
+// span, engine.Do's through tel.Observer, also when a hook of the HTTP
+// operation runs engine.Do under its own context. (Issue 36: twice, on the
+// span and in the metrics, when the hooks were joined as well.)
 func TestEachRetryRecordedOnce(t *testing.T) {
 	for _, joined := range []bool{false, true} {
 		name := "events alone"
 		if joined {
-			name = "hooks joined"
+			name = "engine.Do in a hook"
 		}
 		t.Run(name, func(t *testing.T) {
 			rec, reader, tel := instrumented(t)
@@ -36,7 +36,7 @@ func TestEachRetryRecordedOnce(t *testing.T) {
 			p.Backoff, p.Budget = policy.Backoff{}, nil
 			cfg := retrystack.Config{Policy: &p, Telemetry: tel}
 			var mine atomic.Int32
-			e, err := engine.New(engine.Config{Policy: p, Layer: "stream", Hooks: tel.Hooks()})
+			e, err := engine.New(engine.Config{Policy: p, Layer: "stream"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -51,12 +51,12 @@ func TestEachRetryRecordedOnce(t *testing.T) {
 						return policy.Retry("stream")
 					}
 					return policy.Stop(policy.StopSuccess)
-				}})
+				}, Observer: tel.Observer(ctx)})
 			}
 			if joined {
 				// The user's own hook runs engine.Do under the hook's
-				// context: Do's retries are its own, recorded by its hooks.
-				cfg.Hooks = engine.Hooks{OnRetry: func(ev engine.Event) { mine.Add(1); streamOnce(ev.Context) }}.Join(tel.Hooks())
+				// context: Do's retries are its own, recorded by its observer.
+				cfg.Hooks = engine.Hooks{OnRetry: func(ev engine.Event) { mine.Add(1); streamOnce(ev.Context) }}
 			}
 			c, err := retrystack.NewClient(cfg)
 			if err != nil {
@@ -69,7 +69,7 @@ func TestEachRetryRecordedOnce(t *testing.T) {
 			}
 			resp.Body.Close()
 
-			// engine.Do under the same telemetry: its hooks record its retry.
+			// engine.Do under the same telemetry: its observer records its retry.
 			streamOnce(context.Background())
 
 			backoffs := 0

@@ -13,6 +13,7 @@ import (
 
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/internal/testkit/presets"
+	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -30,11 +31,16 @@ var (
 func streamEngine(t *trial) (*engine.Engine, error) {
 	p := presets.CodexStream()
 	p.Backoff.Base = scaled
-	cfg := engine.Config{Policy: p, Layer: "stream"}
-	if t.tel != nil {
-		cfg.Hooks = t.tel.Hooks()
+	return engine.New(engine.Config{Policy: p, Layer: "stream"})
+}
+
+// streamObserver records a stream operation's events on the trial's span,
+// when the trial is traced (-otlp).
+func streamObserver(t *trial) middleware.Observer {
+	if t.tel == nil {
+		return nil
 	}
-	return engine.New(cfg)
+	return t.tel.Observer(t.ctx)
 }
 
 // streamAttempt opens the stream with one HTTP request (the request-level
@@ -91,7 +97,7 @@ var seed002 = []scenario{
 			}
 			httpAttempts := 0
 			t.measure(func() (string, *engine.Report) {
-				_, rep, err := engine.Do(t.ctx, e, engine.Op[int]{Attempt: streamAttempt(t, "/fail/2/503", &httpAttempts)})
+				_, rep, err := engine.Do(t.ctx, e, engine.Op[int]{Attempt: streamAttempt(t, "/fail/2/503", &httpAttempts), Observer: streamObserver(t)})
 				t.extra["stream_attempts"] = strconv.Itoa(len(rep.Attempts))
 				return stopOf(err), rep
 			})
@@ -113,6 +119,7 @@ var seed002 = []scenario{
 				_, rep, err := engine.Do(t.ctx, e, engine.Op[int]{
 					Attempt:  streamAttempt(t, "/echo?transport=websocket", &n),
 					Fallback: &engine.Op[int]{Attempt: streamAttempt(t, "/echo?transport=https", &n)},
+					Observer: streamObserver(t),
 				})
 				t.extra["fallbacks"] = strconv.Itoa(rep.Fallbacks)
 				return stopOf(err), rep

@@ -66,6 +66,7 @@ const (
 	EventPacing    = "retrystack.pacing"               // the retry layer waited for a host's rate limit to reset, or stopped (AttrServerAddress, AttrServerPort, AttrPacingOutcome, AttrDelay)
 	EventLimit     = "retrystack.limit"                // the limit layer refused a request (AttrLimitKey, AttrLimit, AttrLimitWaited)
 	EventChaos     = "retrystack.chaos"                // the chaos layer injected a fault (AttrChaosInjected, AttrChaosFault)
+	EventGiveUp    = "retrystack.give_up"              // the retry layer or engine.Do: the operation ended without success (AttrStopReason, AttrLayer)
 
 	AttrDelay       = "retrystack.retry.delay"     // planned wait, in seconds
 	AttrDelaySource = "retrystack.retry.source"    // "policy" or "retry-after"
