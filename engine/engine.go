@@ -117,7 +117,8 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.attemptHeader, e.timeoutHeader, e.shouldRetryHeader = cfg.Signals.Names()
 	e.attemptValues = attemptValues(cfg.Policy.MaxAttempts)
-	e.replayLimit, e.replay, e.pace = 256<<10, wire.NewReplayBudget(16<<20), new(pacer)
+	e.replayLimit, e.replay = 256<<10, wire.NewReplayBudget(16<<20)
+	e.pace = newPacer(func() time.Time { return e.now() }) // e.now, as tests may set it
 	if cfg.ReplayLimit > 0 {
 		e.replayLimit = int(cfg.ReplayLimit)
 	}

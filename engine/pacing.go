@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/retrystack/retrystack/internal/keyed"
 	"github.com/retrystack/retrystack/internal/wire"
 )
 
@@ -15,11 +14,10 @@ import (
 // requests (a 429 or 503 whose Retry-After or rate-limit fields ask for a
 // wait), so that the retry layer's other operations wait for it too
 // instead of meeting the same 429 (policy.RetryAfter.Pace). Its memory is
-// bounded, and a host is forgotten once its time has passed.
+// bounded (holds that ended go first), and a host is forgotten once its
+// time has passed.
 type pacer struct {
-	held  atomic.Int32 // hosts held: at 0 a request looks nothing up
-	mu    sync.Mutex
-	until map[string]time.Time
+	until keyed.Map[time.Time]
 }
 
 const (
@@ -31,51 +29,36 @@ const (
 	maxPace = time.Hour
 )
 
-// hold holds host back until then.
-func (p *pacer) hold(host string, until, now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.until == nil {
-		p.until = map[string]time.Time{}
-	}
-	if old, ok := p.until[host]; ok {
-		if until.After(old) {
-			p.until[host] = until
+// newPacer returns a pacer on the clock now.
+func newPacer(now func() time.Time) *pacer {
+	p := new(pacer)
+	p.until.Max = maxPacedHosts
+	p.until.Forget = func(until time.Time, force bool) bool { return force || !until.After(now()) }
+	return p
+}
+
+// hold holds host back until then, or longer if it is held longer.
+func (p *pacer) hold(host string, until time.Time) {
+	p.until.Update(host, func(old time.Time, ok bool) (time.Time, bool) {
+		if ok && !until.After(old) {
+			return old, true
 		}
-		return
-	}
-	if len(p.until) >= maxPacedHosts {
-		// Make room for a tenth of the bound at once, so that the scan is
-		// paid once per maxPacedHosts/10 holds: ended holds first, then
-		// any (a host forgotten is met again with a 429, and held again).
-		for h, t := range p.until {
-			if !t.After(now) {
-				delete(p.until, h)
-			}
-		}
-		for h := range p.until {
-			if len(p.until) <= maxPacedHosts-maxPacedHosts/10 {
-				break
-			}
-			delete(p.until, h)
-		}
-	}
-	p.until[host] = until
-	p.held.Store(int32(len(p.until)))
+		return until, true
+	})
 }
 
 // heldUntil is when host's hold ends, or the zero time when it is not
 // held; a hold that has ended is forgotten.
 func (p *pacer) heldUntil(host string, now time.Time) time.Time {
-	if p.held.Load() == 0 {
+	if p.until.Len() == 0 {
 		return time.Time{}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	until, ok := p.until[host]
-	if ok && !until.After(now) {
-		delete(p.until, host)
-		p.held.Store(int32(len(p.until)))
+	until, ok := p.until.Load(host)
+	if !ok {
+		return time.Time{}
+	}
+	if !until.After(now) {
+		p.until.Update(host, func(cur time.Time, ok bool) (time.Time, bool) { return cur, ok && cur.After(now) })
 		return time.Time{}
 	}
 	return until
@@ -106,13 +89,13 @@ func (o *httpOp) hold(u *url.URL, h http.Header) {
 	if ra.Max > 0 {
 		limit = min(ra.Max, limit)
 	}
-	o.e.pace.hold(wire.HostKey(u), now.Add(min(wait, limit)), now)
+	o.e.pace.hold(wire.HostKey(u), now.Add(min(wait, limit)))
 }
 
 // paced implements loopOp: until when the request's host asked for no
 // requests, and the server as the attempt spans name it.
 func (o *httpOp) paced() (string, string, int, time.Time) {
-	if !o.e.p.RetryAfter.Pace || o.e.pace.held.Load() == 0 {
+	if !o.e.p.RetryAfter.Pace || o.e.pace.until.Len() == 0 {
 		return "", "", 0, time.Time{}
 	}
 	key := wire.HostKey(o.req.URL)

@@ -147,7 +147,7 @@ func TestPacingBounds(t *testing.T) {
 	pc := newPaced(t, p)
 	pc.next["h"] = []*http.Response{answer(429, "Retry-After", "5")}
 	pc.get(t, context.Background(), "https://h/a")
-	if pc.rt.(*transport).e.pace.held.Load() != 0 {
+	if pc.rt.(*transport).e.pace.until.Len() != 0 {
 		t.Error("Pace off held a host")
 	}
 }
@@ -156,19 +156,19 @@ func TestPacingBounds(t *testing.T) {
 // forgotten at once (ended ones first), so the scan is paid rarely; a
 // hold that has ended is forgotten when met.
 func TestPacerBounded(t *testing.T) {
-	var p pacer
 	now := time.Unix(1_800_000_000, 0)
+	p := newPacer(func() time.Time { return now })
 	for i := range maxPacedHosts + 50 {
-		p.hold(fmt.Sprint("h", i), now.Add(time.Hour), now)
+		p.hold(fmt.Sprint("h", i), now.Add(time.Hour))
 	}
-	if n := len(p.until); n > maxPacedHosts || n < maxPacedHosts*9/10 || int(p.held.Load()) != n {
-		t.Errorf("%d hosts held (counter %d), want at most %d and most of them", n, p.held.Load(), maxPacedHosts)
+	if n := p.until.Len(); n > maxPacedHosts || n < maxPacedHosts*9/10 {
+		t.Errorf("%d hosts held, want at most %d and most of them", n, maxPacedHosts)
 	}
 	if !p.heldUntil("h"+fmt.Sprint(maxPacedHosts+49), now).Equal(now.Add(time.Hour)) {
 		t.Error("the newest hold was forgotten")
 	}
-	n := len(p.until)
-	if !p.heldUntil("h"+fmt.Sprint(maxPacedHosts+49), now.Add(2*time.Hour)).IsZero() || len(p.until) != n-1 {
+	n := p.until.Len()
+	if !p.heldUntil("h"+fmt.Sprint(maxPacedHosts+49), now.Add(2*time.Hour)).IsZero() || p.until.Len() != n-1 {
 		t.Error("an ended hold was not forgotten")
 	}
 }
@@ -199,7 +199,7 @@ func TestPacedRetryFollowsALongerHold(t *testing.T) {
 	pc.next["h"] = []*http.Response{answer(503, "Retry-After", "1"), answer(200)}
 	pc.clock.during = func() { // another operation's 429 holds the host 30 s while this one waits
 		pc.clock.during = nil
-		pc.rt.(*transport).e.pace.hold("h", pc.clock.t.Add(30*time.Second), pc.clock.t)
+		pc.rt.(*transport).e.pace.hold("h", pc.clock.t.Add(30*time.Second))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -218,7 +218,7 @@ func TestPacedRetryFollowsALongerHold(t *testing.T) {
 	pc.next["h"] = []*http.Response{answer(503, "Retry-After", "1"), answer(200)}
 	pc.clock.during = func() {
 		pc.clock.during = nil
-		pc.rt.(*transport).e.pace.hold("h", pc.clock.t.Add(5*time.Second), pc.clock.t)
+		pc.rt.(*transport).e.pace.hold("h", pc.clock.t.Add(5*time.Second))
 	}
 	req, _ = http.NewRequestWithContext(context.Background(), "GET", "https://h/x", nil)
 	resp, err := pc.rt.RoundTrip(req)
@@ -242,10 +242,10 @@ func TestPacedRetryFollowsALongerHold(t *testing.T) {
 // together met 429s again).
 func TestPacedFirstAttemptFollowsALongerHold(t *testing.T) {
 	pc := newPaced(t, policy.Default())
-	pc.rt.(*transport).e.pace.hold("h", pc.clock.t.Add(time.Second), pc.clock.t)
+	pc.rt.(*transport).e.pace.hold("h", pc.clock.t.Add(time.Second))
 	pc.clock.during = func() { // while it waits, a 429 elsewhere asks for 5 s
 		pc.clock.during = nil
-		pc.rt.(*transport).e.pace.hold("h", pc.clock.t.Add(5*time.Second), pc.clock.t)
+		pc.rt.(*transport).e.pace.hold("h", pc.clock.t.Add(5*time.Second))
 	}
 	if _, err := pc.get(t, context.Background(), "https://h/x"); err != nil {
 		t.Fatal(err)
