@@ -85,11 +85,11 @@ func TestKeysAreBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		l.release(k, adm, false)
-		if n := len(l.keys); n > 100 {
+		if n := l.keys.Len(); n > 100 {
 			t.Fatalf("%d keys after %d hosts; want at most 100", n, i+1)
 		}
 	}
-	if l.keys["in-use"] != k0 {
+	if k, _ := l.keys.Load("in-use"); k != k0 {
 		t.Fatal("a key in use was forgotten")
 	}
 	// It still holds its one place.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrystack/retrystack/internal/keyed"
 	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
@@ -103,14 +104,29 @@ func newLimiter(cfg Config) (*limiter, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &limiter{cfg: cfg, keys: map[string]*key{}}, nil
+	l := &limiter{cfg: cfg}
+	l.keys.Max = cfg.MaxKeys
+	l.keys.Forget = func(k *key, force bool) bool {
+		// Only a key with nothing in flight or waiting: the others hold
+		// requests' places.
+		if force {
+			return false
+		}
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if k.inflight == 0 && k.firsts.len() == 0 && k.retries.len() == 0 {
+			k.forgotten = true // a request that found it before finds the current one
+			return true
+		}
+		return false
+	}
+	return l, nil
 }
 
 // limiter is one layer's keys.
 type limiter struct {
 	cfg  Config
-	mu   sync.RWMutex
-	keys map[string]*key
+	keys keyed.Map[*key]
 }
 
 // key is one key's limit: the requests in flight and those waiting, first
@@ -178,37 +194,7 @@ type admission struct {
 // find returns name's key, making it, and making room for it, if it is
 // missing.
 func (l *limiter) find(name string) *key {
-	l.mu.RLock()
-	k := l.keys[name]
-	l.mu.RUnlock()
-	if k != nil {
-		return k
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if k := l.keys[name]; k != nil {
-		return k
-	}
-	if len(l.keys) >= l.cfg.MaxKeys {
-		// Forget a tenth of the bound at once, so that the scan is paid
-		// once per MaxKeys/10 new keys: keys with nothing in flight or
-		// waiting, in the map's random order.
-		target := l.cfg.MaxKeys - max(l.cfg.MaxKeys/10, 1)
-		for n, k := range l.keys {
-			if len(l.keys) <= target {
-				break
-			}
-			k.mu.Lock()
-			if k.inflight == 0 && k.firsts.len() == 0 && k.retries.len() == 0 {
-				k.forgotten = true // a request that found it before finds the current one
-				delete(l.keys, n)
-			}
-			k.mu.Unlock()
-		}
-	}
-	k = &key{limit: float64(l.cfg.Limit)}
-	l.keys[name] = k
-	return k
+	return l.keys.LoadOrMake(name, func() *key { return &key{limit: float64(l.cfg.Limit)} })
 }
 
 // errNoWait ends a wait that MaxWait bounds.
