@@ -8,8 +8,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/retrystack/retrystack/internal/keyed"
 	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
@@ -111,9 +113,8 @@ func (e *OpenError) StopReason() policy.StopReason { return policy.StopCircuitOp
 // Breaker holds the circuits of one layer. It is safe for concurrent use.
 type Breaker struct {
 	cfg      Config
-	mu       sync.RWMutex
-	circuits map[string]*circuit
-	added    int // circuits made since the last sweep
+	circuits keyed.Map[*circuit]
+	added    atomic.Int64 // circuits made since the last sweep, about
 }
 
 // New returns a breaker for cfg, or a *policy.ConfigError naming a bad
@@ -170,7 +171,17 @@ func New(cfg Config) (*Breaker, error) {
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64
 	}
-	return &Breaker{cfg: cfg, circuits: map[string]*circuit{}}, nil
+	b := &Breaker{cfg: cfg}
+	b.circuits.Max = cfg.MaxCircuits
+	b.circuits.Forget = func(c *circuit, force bool) bool {
+		// Past the bound: the circuits with nothing to remember first,
+		// then any with nothing in flight.
+		if force {
+			return c.forgetIf(func(c *circuit) bool { return c.inflight == 0 })
+		}
+		return c.forgetIf(func(c *circuit) bool { return c.idle(&b.cfg, b.cfg.Now()) })
+	}
+	return b, nil
 }
 
 // Layer returns the breaker as a layer named "breaker". A bad Config
@@ -193,10 +204,8 @@ func (b *Breaker) Layer() middleware.Layer {
 
 // State returns the state of key's circuit.
 func (b *Breaker) State(key string) State {
-	b.mu.RLock()
-	c := b.circuits[key]
-	b.mu.RUnlock()
-	if c == nil {
+	c, ok := b.circuits.Load(key)
+	if !ok {
 		return Closed // never seen, or forgotten: a new circuit is closed
 	}
 	c.mu.Lock()
@@ -232,67 +241,39 @@ func (b *Breaker) key(req *http.Request) string {
 // found but forgotten meanwhile is not used.
 func (b *Breaker) admit(key string, now time.Time) (*circuit, admission, stateChange, time.Time, bool) {
 	for {
-		b.mu.RLock()
-		c := b.circuits[key]
-		b.mu.RUnlock()
-		if c == nil {
-			c = b.insert(key, now)
-		}
+		c := b.circuit(key, now)
 		if adm, ch, until, ok, live := c.admit(&b.cfg, now); live {
 			return c, adm, ch, until, ok
 		}
 	}
 }
 
-// insert returns key's circuit, making it, and making room for it, if it
-// is missing.
-func (b *Breaker) insert(key string, now time.Time) *circuit {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if c := b.circuits[key]; c != nil {
+// circuit returns key's circuit, making it if it is missing. Every so
+// often a new circuit first sweeps away the circuits that are the same as
+// new ones, the cost spread over the circuits made since the last sweep,
+// so that keys that come and go are forgotten before the bound is
+// reached.
+func (b *Breaker) circuit(key string, now time.Time) *circuit {
+	if c, ok := b.circuits.Load(key); ok {
 		return c
 	}
-	if b.added >= len(b.circuits)/2+64 {
-		// Sweep every so often, its cost spread over the circuits made
-		// since the last sweep, so that keys that come and go are
-		// forgotten before the bound is reached.
-		b.sweep(now)
+	if b.added.Add(1) >= int64(b.circuits.Len()/2+64) {
+		b.added.Store(0)
+		b.circuits.Sweep(func(c *circuit) bool {
+			return c.forgetIf(func(c *circuit) bool { return c.idle(&b.cfg, now) })
+		})
 	}
-	for len(b.circuits) >= b.cfg.MaxCircuits && b.evict() {
-	}
-	c := &circuit{}
-	b.circuits[key] = c
-	b.added++
-	return c
+	return b.circuits.LoadOrMake(key, func() *circuit { return new(circuit) })
 }
 
-// sweep forgets the circuits that are the same as new ones.
-func (b *Breaker) sweep(now time.Time) {
-	b.added = 0
-	for key, c := range b.circuits {
-		c.mu.Lock()
-		if c.idle(&b.cfg, now) {
-			c.forgotten = true // a request that found it before finds the current one
-			delete(b.circuits, key)
-		}
-		c.mu.Unlock()
-	}
-}
-
-// evict forgets one circuit with nothing in flight, the first the map's
-// random order gives; false when every circuit has requests in flight.
-func (b *Breaker) evict() bool {
-	for key, c := range b.circuits {
-		c.mu.Lock()
-		ok := c.inflight == 0
-		if ok {
-			c.forgotten = true // a request that found it before finds the current one
-			delete(b.circuits, key)
-		}
-		c.mu.Unlock()
-		if ok {
-			return true
-		}
+// forgetIf marks c forgotten, under its lock, if may says it can go: a
+// request that found it before then finds its successor.
+func (c *circuit) forgetIf(may func(*circuit) bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if may(c) {
+		c.forgotten = true
+		return true
 	}
 	return false
 }
