@@ -7,10 +7,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/retrystack/retrystack/internal/keyed"
 	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
@@ -79,6 +79,12 @@ func Layer(cfg Config) middleware.Layer {
 		cfg.Rand = rand.Float64
 	}
 	th := &throttle{cfg: cfg, width: max(int64(cfg.Window/buckets), 1)}
+	th.hosts.Max = cfg.MaxHosts
+	th.hosts.Forget = func(h *host, force bool) bool {
+		// Past the bound: idle hosts first, then any (forgotten, as if
+		// they were new).
+		return force || h.idle(th.period(th.cfg.Now()))
+	}
 	return middleware.Layer{Name: "throttle", Wrap: func(next http.RoundTripper) http.RoundTripper {
 		return &transport{th: th, next: wire.Base(next)}
 	}}
@@ -94,10 +100,8 @@ func overloaded(resp *http.Response, err error) bool {
 // throttle is a layer's state: the hosts' windows.
 type throttle struct {
 	cfg   Config
-	width int64    // of a bucket, in ns
-	hosts sync.Map // host key → *host: lock-free reads
-	count atomic.Int64
-	mu    sync.Mutex // adding and forgetting hosts
+	width int64            // of a bucket, in ns
+	hosts keyed.Map[*host] // by host key
 }
 
 // host is one host's window: requests and accepts per bucket, without a
@@ -235,43 +239,14 @@ func (h *host) idle(p int64) bool {
 	return true
 }
 
-// host returns key's window, making room for it if it is new.
-func (th *throttle) host(key string, p int64) *host {
-	if h, ok := th.hosts.Load(key); ok {
-		return h.(*host)
-	}
-	th.mu.Lock()
-	defer th.mu.Unlock()
-	if h, ok := th.hosts.Load(key); ok {
-		return h.(*host)
-	}
-	if th.count.Load() >= int64(th.cfg.MaxHosts) {
-		// Make room for a tenth of the bound at once, so that the scan
-		// is paid once per MaxHosts/10 new hosts: idle hosts first, then
-		// any (forgotten, as if they were new).
-		target := int64(th.cfg.MaxHosts) - int64(max(th.cfg.MaxHosts/10, 1))
-		th.hosts.Range(func(k, v any) bool {
-			if v.(*host).idle(p) {
-				th.hosts.Delete(k)
-				th.count.Add(-1)
-			}
-			return true
-		})
-		th.hosts.Range(func(k, _ any) bool {
-			if th.count.Load() <= target {
-				return false
-			}
-			th.hosts.Delete(k)
-			th.count.Add(-1)
-			return true
-		})
-	}
-	h := &host{}
-	h.latest.Store(math.MinInt64)
-	h.empty()
-	th.hosts.Store(key, h)
-	th.count.Add(1)
-	return h
+// host returns key's window, making it if it is new.
+func (th *throttle) host(key string) *host {
+	return th.hosts.LoadOrMake(key, func() *host {
+		h := &host{}
+		h.latest.Store(math.MinInt64)
+		h.empty()
+		return h
+	})
 }
 
 type transport struct {
@@ -285,7 +260,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	th := t.th
 	key := wire.HostKey(req.URL)
 	p := th.period(th.cfg.Now())
-	h := th.host(key, p)
+	h := th.host(key)
 	h.at(p)
 	if prob := h.probability(p, th.cfg.K); prob > 0 {
 		op, _ := middleware.OperationOf(req.Context())
