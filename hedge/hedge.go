@@ -203,7 +203,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if b := op.Budget(); b != nil && !b.Withdraw() {
 				continue // the retry budget is spent: no hedge
 			}
-			hr, hcancel, err := t.hedgeRequest(req, sent, timeoutHeader)
+			hr, hcancel, err := t.hedgeRequest(op, req, sent, timeoutHeader)
 			if err != nil {
 				continue
 			}
@@ -248,8 +248,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // header of its own: the sends run at once, and a layer below may set
 // headers on each (a signature, a date); the retry layer above restamps
 // what depends on when it is sent.
-func (t *transport) hedgeRequest(req *http.Request, n int, timeoutHeader string) (*http.Request, context.CancelFunc, error) {
-	ctx, cancel := context.WithCancel(middleware.WithHedge(req.Context(), n))
+func (t *transport) hedgeRequest(op middleware.Operation, req *http.Request, n int, timeoutHeader string) (*http.Request, context.CancelFunc, error) {
+	ctx, cancel := context.WithCancel(op.WithHedge(req.Context(), n))
 	r := req.WithContext(ctx)
 	r.Header = req.Header.Clone()
 	if r.Header == nil {

@@ -157,7 +157,7 @@ func userHedge() middleware.Layer {
 				results <- result{resp, err}
 			}()
 			op.CountHedge(req.Context())
-			h := req.Clone(middleware.WithHedge(ctx, 1))
+			h := req.Clone(op.WithHedge(ctx, 1))
 			go func() {
 				resp, err := next.RoundTrip(h)
 				results <- result{resp, err}

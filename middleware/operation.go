@@ -115,8 +115,8 @@ func (op Operation) CountRedirect(ctx context.Context) {
 // CountHedge tells the retry layer above that a request about to go out
 // alongside the one sent under ctx is a hedge: the retry layer's report
 // counts it in the attempt's Hedges, not as a resend the transport made
-// on its own. Pair it with WithHedge on the hedge's context. Outside a
-// stack it does nothing.
+// on its own. Pair it with Operation.WithHedge on the hedge's context.
+// Outside a stack it does nothing.
 func (op Operation) CountHedge(ctx context.Context) {
 	if tr := operation.TraceOf(ctx); tr != nil {
 		tr.Hedged()
@@ -126,11 +126,13 @@ func (op Operation) CountHedge(ctx context.Context) {
 // WithHedge marks ctx as the context of hedge n of a send (1 for the
 // first hedge), for the layers below: telemetry's attempt span carries
 // the number.
-func WithHedge(ctx context.Context, n int) context.Context { return operation.WithHedge(ctx, n) }
+func (op Operation) WithHedge(ctx context.Context, n int) context.Context {
+	return operation.WithHedge(ctx, n)
+}
 
-// HedgeOf is the hedge number WithHedge marked ctx with, 0 for a send
-// that is not a hedge.
-func HedgeOf(ctx context.Context) int { return operation.HedgeOf(ctx) }
+// Hedge is the hedge number WithHedge marked ctx with, 0 for a send that
+// is not a hedge.
+func (op Operation) Hedge(ctx context.Context) int { return operation.HedgeOf(ctx) }
 
 // Wire is what the transport reported of the sends of a retry layer's
 // attempt so far (httptrace): a layer that traces each send reads it

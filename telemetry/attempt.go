@@ -116,7 +116,7 @@ func (a *attemptLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 		if host, port, ok := splitAddr(after.Peer); ok {
 			attrs = append(attrs, semconv.NetworkPeerAddress(host), semconv.NetworkPeerPort(port))
 		}
-		if n := middleware.HedgeOf(req.Context()); n > 0 {
+		if n := op.Hedge(req.Context()); n > 0 {
 			span.SetAttributes(AttrHedge.Int(n))
 		}
 		timeoutHeader := protocol.TimeoutHeader
