@@ -56,7 +56,7 @@ func Do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
 
 func do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
 	rep := &Report{Policy: e.p.Name, Layer: e.layer}
-	o := &funcOp[T]{e: e, op: op, rep: rep}
+	o := &funcOp[T]{e: e, op: op}
 	defer o.endAttempt() // whatever the policy: nothing an attempt started outlives Do
 	f := facts{replayable: true, covered: true, idempotent: true}
 	if e.p.Timeout > 0 {
@@ -69,14 +69,16 @@ func do[T any](ctx context.Context, e *Engine, op Op[T]) (T, *Report, error) {
 		d := operation.Detach(ctx)
 		hooks = &d
 	}
-	v, err := run[T](ctx, hooks, e, o, f)
+	v, err := run[T](ctx, hooks, e, o, f, rep)
 	return v, rep, err
 }
+
+// A Do operation has observers (Op.Observer), and nothing else optional.
+var _ observable = (*funcOp[int])(nil)
 
 type funcOp[T any] struct {
 	e      *Engine
 	op     Op[T]
-	rep    *Report            // Do returns it: made before the loop runs
 	cancel context.CancelFunc // ends the attempt in flight's context
 }
 
@@ -120,14 +122,3 @@ func (o *funcOp[T]) keep(v T, d deadlines) T {
 func (o *funcOp[T]) observed() bool { return o.op.Observer != nil }
 
 func (o *funcOp[T]) emit(e middleware.Event) { o.op.Observer.Observe(e) }
-
-func (o *funcOp[T]) replayErr() error { return nil }
-func (o *funcOp[T]) keyed() bool      { return false }
-
-func (o *funcOp[T]) paced() (string, string, int, time.Time) { return "", "", 0, time.Time{} }
-
-func (o *funcOp[T]) uncarried() []string { return nil }
-
-func (o *funcOp[T]) report() *Report { return o.rep }
-
-func (o *funcOp[T]) cookies(T) []string { return nil }

@@ -148,6 +148,7 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (resp *ht
 		replayable: wire.Replayable(req) || o.replay() != nil,
 		covered:    e.p.Scope.Covers(req),
 		idempotent: policy.Idempotent(req),
+		keyed:      hasKey(req),
 	}
 	if req.Body != nil {
 		f.body = req.Body
@@ -155,7 +156,7 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (resp *ht
 	if e.p.Timeout > 0 {
 		f.deadline = o.deadline(e.p.Timeout)
 	}
-	resp, err = run[*http.Response](req.Context(), hooks, e, o, f)
+	resp, err = run[*http.Response](req.Context(), hooks, e, o, f, &o.rep)
 	// The cheap checks first: most operations push nothing back, and
 	// finding the inbound state walks the context chain.
 	if !e.signals.Off && pushesBack(&o.rep) {
@@ -189,6 +190,16 @@ type httpOp struct {
 	owner     operation.Owner       // what the layers below read, when o owns the operation
 	body      wire.Watched[*httpOp] // the returned response's Body
 }
+
+// What the loop finds in an HTTP operation, checked here: a method that
+// drifted from its interface would otherwise go unused without a word.
+var (
+	_ loopOp[*http.Response]        = (*httpOp)(nil)
+	_ observable                    = (*httpOp)(nil)
+	_ replayable                    = (*httpOp)(nil)
+	_ paceable                      = (*httpOp)(nil)
+	_ cookieCarrier[*http.Response] = (*httpOp)(nil)
+)
 
 // httpRare is what an operation needs only on its rarer paths.
 type httpRare struct {
@@ -423,7 +434,7 @@ func (o *httpOp) BodyDone(err error) error {
 	return &Error{Report: &o.rep, Err: err}
 }
 
-// report implements loopOp, and is what ReportOf returns.
+// report is what ReportOf returns.
 func (o *httpOp) report() *Report { return &o.rep }
 
 // Failed implements operation.Result.
@@ -436,7 +447,7 @@ func (o *httpOp) emit(e middleware.Event) {
 	o.operation.EachObserver(func(x any) { x.(middleware.Observer).Observe(e) })
 }
 
-// replayErr implements loopOp: a kept body that outgrew its replay buffer
+// replayErr implements replayable: a kept body that outgrew its replay buffer
 // cannot be sent again, nor one whose rewinding Seek fails (it is rewound
 // here, before the retry is planned, so that the caller gets the answer
 // in hand rather than an attempt that never left).

@@ -28,8 +28,8 @@ func newKey() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
-// keyed implements loopOp: the request carries an Idempotency-Key (its
-// own, or the one withKey added).
-func (o *httpOp) keyed() bool {
-	return o.req.Header.Get(protocol.IdempotencyKey) != "" || o.req.Header.Get(protocol.XIdempotencyKey) != ""
+// hasKey reports whether req carries an Idempotency-Key (its own, or the
+// one withKey added).
+func hasKey(req *http.Request) bool {
+	return req.Header.Get(protocol.IdempotencyKey) != "" || req.Header.Get(protocol.XIdempotencyKey) != ""
 }

@@ -92,7 +92,7 @@ func (o *httpOp) hold(u *url.URL, h http.Header) {
 	o.e.pace.hold(wire.HostKey(u), now.Add(min(wait, limit)))
 }
 
-// paced implements loopOp: until when the request's host asked for no
+// paced implements paceable: until when the request's host asked for no
 // requests, and the server as the attempt spans name it.
 func (o *httpOp) paced() (string, string, int, time.Time) {
 	if !o.e.p.RetryAfter.Pace || o.e.pace.until.Len() == 0 {

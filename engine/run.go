@@ -21,6 +21,9 @@ import (
 
 // loopOp is one logical operation as the loop sees it: the HTTP layer and
 // Do implement it. The loop calls it only from the caller's goroutine.
+// What only some operations have, the loop finds once, as the optional
+// interfaces below (an HTTP request's replayed body, its host's pacing,
+// its carried cookies; the observers of either).
 type loopOp[T any] interface {
 	// attempt sends attempt n (1-based) under ctx.
 	attempt(ctx context.Context, n int) (T, attemptInfo, error)
@@ -31,36 +34,40 @@ type loopOp[T any] interface {
 	discard(v T) (lostCookies []string)
 	// keep hands v to the caller; d.release must run once v is consumed.
 	keep(v T, d deadlines) T
-	// observed reports whether the operation has observers, which emit
-	// tells of an event (middleware.Operation.Emit); false without an
-	// operation (engine.Do).
+}
+
+// observable is an operation with observers (middleware.Operation.Observe,
+// engine.Op.Observer): observed reports whether it has any now, and emit
+// tells them of an event.
+type observable interface {
 	observed() bool
 	emit(e middleware.Event)
-	// replayErr says why what the operation sends cannot be sent again
-	// (a request body kept as it was sent outgrew its replay buffer, or
-	// its rewinding Seek failed), or is nil. It prepares the body for the
-	// next attempt: the loop asks only when it plans a retry.
-	replayErr() error
-	// keyed reports whether the operation carries an Idempotency-Key: a
-	// server that honours it does no work twice. Asked only on a retry's
-	// rarer paths, not on every request.
-	keyed() bool
-	// uncarried names the cookies of discarded results that were to be
-	// carried on the result the operation would hand back, when it hands
-	// back none.
-	uncarried() []string
-	// cookies shows a result the caller gets only as an error
-	// (FailOnExhausted) to the cookie layer above, and names the cookies
-	// lost.
-	cookies(v T) []string
-	// report is the operation's report, which the loop fills in as it
-	// runs.
-	report() *Report
-	// paced is the host the next attempt goes to (key: the host held,
-	// wire.HostKey; host and port: as the spans name the server) and
-	// until when that host asked for no requests (policy.RetryAfter.Pace);
-	// the zero time when it did not.
+}
+
+// replayable is an operation whose body may be lost between attempts:
+// replayErr says why it cannot be sent again (a body kept as it was sent
+// outgrew its replay buffer, or its rewinding Seek failed), or is nil. It
+// prepares the body for the next attempt: the loop asks only when it
+// plans a retry.
+type replayable interface{ replayErr() error }
+
+// paceable is an operation sent to a host that may ask for no requests
+// for a while (policy.RetryAfter.Pace): paced is the host the next
+// attempt goes to (key: the host held, wire.HostKey; host and port: as
+// the spans name the server) and until when it asked for none; the zero
+// time when it did not.
+type paceable interface {
 	paced() (key, host string, port int, until time.Time)
+}
+
+// cookieCarrier is an operation that carries the cookies of the results
+// it discards on the one it hands back: uncarried names those it cannot
+// carry, as it hands back none; cookies shows a result the caller gets
+// only as an error (FailOnExhausted) to the cookie layer above, and names
+// the cookies lost.
+type cookieCarrier[T any] interface {
+	uncarried() []string
+	cookies(v T) []string
 }
 
 // facts are what the loop needs to know of an operation's request, found
@@ -69,6 +76,7 @@ type facts struct {
 	replayable bool      // it can be sent again
 	covered    bool      // the policy's scope covers it
 	idempotent bool      // resending it repeats no effect
+	keyed      bool      // it carries an Idempotency-Key: a server that honours it does no work twice
 	deadline   time.Time // when a Policy.Timeout ends it; zero without one
 	body       io.Closer // closed if no attempt is sent; nil if none
 }
@@ -149,10 +157,17 @@ func callerStop(ctx context.Context) policy.StopReason {
 // if one panics, the loop releases the result it holds and the deadlines
 // it made, and lets the panic go on.
 type loop[T any] struct {
-	e      *Engine
-	o      loopOp[T]
-	f      facts
-	rep    *Report         // the operation's, filled in as it runs
+	e   *Engine
+	o   loopOp[T]
+	f   facts
+	rep *Report // the operation's, filled in as it runs
+
+	// What o has of the optional interfaces: nil when it has not.
+	events  observable
+	replay  replayable
+	pacing  paceable
+	carrier cookieCarrier[T]
+
 	caller context.Context // the operation's
 	hooks  context.Context // what hooks get
 	op     context.Context // caller, bounded by Policy.Timeout
@@ -169,6 +184,41 @@ type loop[T any] struct {
 	asking   bool          // the retry plan makes is such an ask (set by plan)
 	bodyErr  error         // why the body could not be sent again, when that stopped the retries
 	paid     int           // the retries Withdraw paid for: a budget that pays back an operation that succeeds gets them back
+}
+
+// observed reports whether the operation has observers now.
+func (l *loop[T]) observed() bool { return l.events != nil && l.events.observed() }
+
+// replayErr is the operation's replayable.replayErr, nil without one.
+func (l *loop[T]) replayErr() error {
+	if l.replay == nil {
+		return nil
+	}
+	return l.replay.replayErr()
+}
+
+// paced is the operation's paceable.paced, the zero time without one.
+func (l *loop[T]) paced() (key, host string, port int, until time.Time) {
+	if l.pacing == nil {
+		return "", "", 0, time.Time{}
+	}
+	return l.pacing.paced()
+}
+
+// uncarried is the operation's cookieCarrier.uncarried, none without one.
+func (l *loop[T]) uncarried() []string {
+	if l.carrier == nil {
+		return nil
+	}
+	return l.carrier.uncarried()
+}
+
+// cookies is the operation's cookieCarrier.cookies, none without one.
+func (l *loop[T]) cookies(v T) []string {
+	if l.carrier == nil {
+		return nil
+	}
+	return l.carrier.cookies(v)
 }
 
 // inFlight names the stop of an operation that ended while the server
@@ -194,10 +244,14 @@ func (l *loop[T]) inFlight(stop policy.StopReason, polling bool) policy.StopReas
 // reads the monotonic clock alone.
 var epoch = time.Now()
 
-// run runs o to its end under e's policy, filling in o's report; the
-// hooks get hookCtx.
-func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts) (T, error) {
-	l := loop[T]{e: e, o: o, rep: o.report(), f: f, caller: ctx, hooks: hookCtx, op: ctx, start: time.Since(epoch)}
+// run runs o to its end under e's policy, filling in rep; the hooks get
+// hookCtx.
+func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts, rep *Report) (T, error) {
+	l := loop[T]{e: e, o: o, rep: rep, f: f, caller: ctx, hooks: hookCtx, op: ctx, start: time.Since(epoch)}
+	l.events, _ = o.(observable)
+	l.replay, _ = o.(replayable)
+	l.pacing, _ = o.(paceable)
+	l.carrier, _ = o.(cookieCarrier[T])
 	if e.p.Timeout > 0 {
 		l.op, l.cancel = context.WithDeadline(ctx, f.deadline)
 	}
@@ -217,7 +271,7 @@ func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts) (
 		// A retry's plan waits for the host's hold as it was then (plan),
 		// so that a stop still hands back the answer it has; a hold that a
 		// later answer made longer meanwhile holds the retry here too.
-		if key, host, port, until := l.o.paced(); !until.IsZero() {
+		if key, host, port, until := l.paced(); !until.IsZero() {
 			if stop, err := l.pace(n, key, host, port, until); err != nil {
 				if n == 1 && f.body != nil {
 					f.body.Close()
@@ -248,7 +302,7 @@ func run[T any](ctx, hookCtx context.Context, e *Engine, o loopOp[T], f facts) (
 // already under way can). The retry paid for is paid back; the answer it
 // replaced is gone, so the operation ends with the body's error.
 func (l *loop[T]) bodyLost() (policy.StopReason, error) {
-	err := l.o.replayErr()
+	err := l.replayErr()
 	if err == nil {
 		return "", nil
 	}
@@ -309,8 +363,8 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 		// A layer below refused to send (a breaker, a rate limiter): it
 		// names the stop; nothing was sent, and no classifier is asked.
 		dec = policy.Stop(refusal.StopReason())
-		if l.o.observed() {
-			l.o.emit(middleware.Event{Name: protocol.EventRefusal, Attrs: []attribute.KeyValue{attribute.String(protocol.AttrStopReason, string(dec.Stop))}})
+		if l.observed() {
+			l.events.emit(middleware.Event{Name: protocol.EventRefusal, Attrs: []attribute.KeyValue{attribute.String(protocol.AttrStopReason, string(dec.Stop))}})
 		}
 	} else {
 		dec = l.o.decide(n, v, info, err)
@@ -377,7 +431,7 @@ func (l *loop[T]) finish(stop policy.StopReason, v T, err error, dec policy.Deci
 	if dec.Retry || dec.Stop == policy.StopPushback { // a status the policy wanted to retry: the Ok(503) trap
 		if l.e.failOnExhausted {
 			if resp, ok := any(v).(*http.Response); ok {
-				if lost := l.o.cookies(v); len(lost) > 0 {
+				if lost := l.cookies(v); len(lost) > 0 {
 					l.pitfall(PitfallCookieLost, lost...)
 				}
 				se := statusError(resp)
@@ -400,7 +454,7 @@ func (l *loop[T]) finish(stop policy.StopReason, v T, err error, dec policy.Deci
 // lose fires cookie-lost for the cookies no result will carry: the
 // operation hands back an error.
 func (l *loop[T]) lose() {
-	if lost := l.o.uncarried(); len(lost) > 0 {
+	if lost := l.uncarried(); len(lost) > 0 {
 		l.pitfall(PitfallCookieLost, lost...)
 	}
 }
@@ -427,8 +481,8 @@ func (l *loop[T]) end(stop policy.StopReason) {
 		if l.e.hooks.OnGiveUp != nil {
 			l.e.hooks.OnGiveUp(rep)
 		}
-		if l.o.observed() {
-			l.o.emit(middleware.Event{Name: protocol.EventGiveUp, Attrs: []attribute.KeyValue{
+		if l.observed() {
+			l.events.emit(middleware.Event{Name: protocol.EventGiveUp, Attrs: []attribute.KeyValue{
 				attribute.String(protocol.AttrStopReason, string(stop)), attribute.String(protocol.AttrLayer, l.e.layer)}})
 		}
 	}
@@ -457,8 +511,8 @@ func (l *loop[T]) retry(n int, v T, info attemptInfo, err error, dec policy.Deci
 	if e.hooks.OnRetry != nil {
 		e.hooks.OnRetry(Event{Context: l.hooks, Report: rep, Number: n, Wait: wait, FromHint: fromHint, Cause: dec.Cause})
 	}
-	if l.o.observed() {
-		l.o.emit(middleware.Event{Name: protocol.EventRetry, Attrs: events.RetryAttrs(wait, fromHint, e.layer, dec.Cause)})
+	if l.observed() {
+		l.events.emit(middleware.Event{Name: protocol.EventRetry, Attrs: events.RetryAttrs(wait, fromHint, e.layer, dec.Cause)})
 	}
 	return e.sleep(l.op, wait)
 }
@@ -492,7 +546,7 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 	// connection broke) is asked again the same way: it sent no work
 	// either. MaxAttempts 1 still turns retries off.
 	_, bounded := l.op.Deadline()
-	poll := (cause == protocol.CauseKeyInFlight || (l.polled && err != nil && l.o.keyed())) && bounded && e.p.MaxAttempts > 1
+	poll := (cause == protocol.CauseKeyInFlight || (l.polled && err != nil && l.f.keyed)) && bounded && e.p.MaxAttempts > 1
 	l.asking = poll
 	if n >= e.p.MaxAttempts && !poll {
 		return policy.StopAttemptsExhausted, 0, false
@@ -501,7 +555,7 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 		l.pitfall(PitfallBodyNotReplayable)
 		return policy.StopBodyNotReplayable, 0, false
 	}
-	if l.bodyErr = l.o.replayErr(); l.bodyErr != nil {
+	if l.bodyErr = l.replayErr(); l.bodyErr != nil {
 		l.pitfall(PitfallBodyNotReplayable)
 		return policy.StopBodyNotReplayable, 0, false
 	}
@@ -529,7 +583,7 @@ func (l *loop[T]) plan(n int, info attemptInfo, err error, cause string) (stop p
 			wait, fromHint = hw, true
 		}
 	}
-	if _, _, _, until := l.o.paced(); !until.IsZero() {
+	if _, _, _, until := l.paced(); !until.IsZero() {
 		// Another operation's answer holds the host back longer: the
 		// retry waits for that too.
 		if d := until.Sub(e.now()); d > wait {
@@ -586,7 +640,7 @@ func (l *loop[T]) withdraw(info attemptInfo, err error) policy.StopReason {
 		// and an earlier one may have reached the server: it pays.
 		return ""
 	}
-	if t, ok := b.(afterTimeout); ok && err != nil && !l.o.keyed() {
+	if t, ok := b.(afterTimeout); ok && err != nil && !l.f.keyed {
 		if stop, _ := l.d.stopFor(); stop == policy.StopAttemptTimeout {
 			if !t.WithdrawAfterTimeout() {
 				return policy.StopTimeoutNotRetried
@@ -611,7 +665,7 @@ func (l *loop[T]) pace(n int, key, host string, port int, until time.Time) (poli
 		if stop, err := l.paceOnce(n, key, host, port, until); err != nil {
 			return stop, err
 		}
-		_, _, _, until = l.o.paced()
+		_, _, _, until = l.paced()
 	}
 	return "", nil
 }
@@ -628,8 +682,8 @@ func (l *loop[T]) paceOnce(n int, key, host string, port int, until time.Time) (
 	dl, bounded := l.op.Deadline()
 	if bounded && !now.Add(wait).Before(dl) {
 		l.rep.Paced = append(l.rep.Paced, PacedWait{Before: n, Host: key, Until: until})
-		if l.o.observed() {
-			l.o.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, port, "stopped", wait)})
+		if l.observed() {
+			l.events.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, port, "stopped", wait)})
 		}
 		return policy.StopWaitExceedsBudget, &pacedError{host: key, until: until}
 	}
@@ -643,8 +697,8 @@ func (l *loop[T]) paceOnce(n int, key, host string, port int, until time.Time) (
 		wait += extra
 	}
 	l.rep.Paced = append(l.rep.Paced, PacedWait{Before: n, Host: key, Until: until, Waited: wait})
-	if l.o.observed() {
-		l.o.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, port, "waited", wait)})
+	if l.observed() {
+		l.events.emit(middleware.Event{Name: protocol.EventPacing, Attrs: events.PacingAttrs(host, port, "waited", wait)})
 	}
 	if err := e.sleep(l.op, wait); err != nil {
 		return l.timeUp().mustStop(), err
@@ -660,8 +714,8 @@ func (l *loop[T]) pitfall(p Pitfall, cookies ...string) {
 	if l.e.hooks.OnPitfall != nil {
 		l.e.hooks.OnPitfall(Event{Context: l.hooks, Report: rep, Pitfall: p, Cookies: cookies})
 	}
-	if l.o.observed() {
-		l.o.emit(middleware.Event{Name: protocol.EventPitfall, Attrs: events.PitfallAttrs(string(p), cookies)})
+	if l.observed() {
+		l.events.emit(middleware.Event{Name: protocol.EventPitfall, Attrs: events.PitfallAttrs(string(p), cookies)})
 	}
 }
 
