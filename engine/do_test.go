@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/retrystack/retrystack/internal/protocol"
+	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -135,5 +137,34 @@ func TestDoEndsAttemptContextWithoutTimeouts(t *testing.T) {
 	}
 	if ctxs[2].Err() == nil {
 		t.Error("the last attempt's context is still live after Do returned")
+	}
+}
+
+// eventNames is an observer that keeps the names of the events it is told.
+type eventNames []string
+
+func (n *eventNames) Observe(e middleware.Event) { *n = append(*n, e.Name) }
+
+// Do tells its events to the Op's Observer, its Fallback's too when the
+// Fallback names none: every retry, and the give-up of each.
+func TestDoObserver(t *testing.T) {
+	p := policy.Default()
+	p.Backoff, p.Budget, p.MaxAttempts = policy.Backoff{}, nil, 2
+	e, err := New(Config{Policy: p, Layer: "stream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := errors.New("broken")
+	fail := func(context.Context, int) (int, error) { return 0, broken }
+	retry := func(int, int, error) policy.Decision { return policy.Retry("stream") }
+	var seen eventNames
+	_, rep, err := Do(context.Background(), e, Op[int]{Attempt: fail, Classify: retry, Observer: &seen,
+		Fallback: &Op[int]{Attempt: fail, Classify: retry}})
+	if !errors.Is(err, broken) || rep.Fallbacks != 1 {
+		t.Fatalf("%v, %v", err, rep)
+	}
+	want := eventNames{protocol.EventRetry, protocol.EventGiveUp, protocol.EventRetry, protocol.EventGiveUp}
+	if diff := cmp.Diff(want, seen); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
 	}
 }
