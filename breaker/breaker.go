@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retrystack/retrystack/internal/configerr"
 	"github.com/retrystack/retrystack/internal/keyed"
 	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
@@ -120,26 +121,24 @@ type Breaker struct {
 // New returns a breaker for cfg, or a *policy.ConfigError naming a bad
 // field, its value and the values it accepts.
 func New(cfg Config) (*Breaker, error) {
-	bad := func(field string, value any, reason string) (*Breaker, error) {
-		return nil, &policy.ConfigError{Field: "breaker.Config." + field, Value: value, Reason: reason}
-	}
+	bad := configerr.For("breaker.Config.")
 	switch {
 	case !(cfg.Rate >= 0 && cfg.Rate <= 1): // NaN too
-		return bad("Rate", cfg.Rate, "must be between 0 and 1 (0: no rate rule; 0.5 opens at half the calls failing)")
+		return nil, bad("Rate", cfg.Rate, "must be between 0 and 1 (0: no rate rule; 0.5 opens at half the calls failing)")
 	case cfg.Window < 0:
-		return bad("Window", cfg.Window, "must not be negative (0: the default, 10s)")
+		return nil, bad("Window", cfg.Window, "must not be negative (0: the default, 10s)")
 	case cfg.OpenFor < 0:
-		return bad("OpenFor", cfg.OpenFor, "must not be negative (0: the default, 5s)")
+		return nil, bad("OpenFor", cfg.OpenFor, "must not be negative (0: the default, 5s)")
 	case cfg.Window > 0 && cfg.Window < minWindow:
-		return bad("Window", cfg.Window, fmt.Sprintf("must be at least %v (0: the default, 10s)", minWindow))
+		return nil, bad("Window", cfg.Window, fmt.Sprintf("must be at least %v (0: the default, 10s)", minWindow))
 	case cfg.MinCalls < 0:
-		return bad("MinCalls", cfg.MinCalls, "must not be negative (0: the default, 10)")
+		return nil, bad("MinCalls", cfg.MinCalls, "must not be negative (0: the default, 10)")
 	case cfg.Probes < 0:
-		return bad("Probes", cfg.Probes, "must not be negative (0: the default, 1)")
+		return nil, bad("Probes", cfg.Probes, "must not be negative (0: the default, 1)")
 	case cfg.MaxCircuits < 0:
-		return bad("MaxCircuits", cfg.MaxCircuits, "must not be negative (0: the default, 10 000)")
+		return nil, bad("MaxCircuits", cfg.MaxCircuits, "must not be negative (0: the default, 10 000)")
 	case cfg.Jitter > 1 || math.IsNaN(cfg.Jitter):
-		return bad("Jitter", cfg.Jitter, "must be at most 1 (0: the default, 0.1; negative: none)")
+		return nil, bad("Jitter", cfg.Jitter, "must be at most 1 (0: the default, 0.1; negative: none)")
 	}
 	if cfg.Consecutive == 0 {
 		cfg.Consecutive = 5

@@ -17,10 +17,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/retrystack/retrystack/internal/configerr"
 	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
-	"github.com/retrystack/retrystack/policy"
 	"go.opentelemetry.io/otel/attribute"
 	"golang.org/x/net/http/httpguts"
 )
@@ -124,9 +124,7 @@ func Layer(cfg Config) middleware.Layer {
 }
 
 func newChaos(cfg Config) (*chaos, error) {
-	bad := func(field string, value any, reason string) error {
-		return &policy.ConfigError{Field: field, Value: value, Reason: reason}
-	}
+	bad := configerr.For("")
 	if cfg.Header != "" && !httpguts.ValidHeaderFieldName(cfg.Header) {
 		return nil, bad("Header", cfg.Header, "not a header name")
 	}

@@ -4,16 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/attribute"
 	"math"
 	"net/http"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/retrystack/retrystack/internal/configerr"
 	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
-	"github.com/retrystack/retrystack/policy"
 )
 
 // Config configures the hedging layer. The zero value sends one hedge
@@ -40,18 +41,20 @@ type Config struct {
 // Layer returns a hedging layer named "hedge". A bad Config makes the layer
 // invalid: NewStack reports it.
 func Layer(cfg Config) middleware.Layer {
-	bad := func(field string, value any, reason string) middleware.Layer {
-		return middleware.Layer{Name: "hedge", Err: &policy.ConfigError{Field: "hedge.Config." + field, Value: value, Reason: reason}}
-	}
+	bad := configerr.For("hedge.Config.")
+	var err error
 	switch {
 	case cfg.Delay < 0:
-		return bad("Delay", cfg.Delay, "must not be negative (0: wait for the Percentile of recent latencies)")
+		err = bad("Delay", cfg.Delay, "must not be negative (0: wait for the Percentile of recent latencies)")
 	case cfg.Fallback < 0:
-		return bad("Fallback", cfg.Fallback, "must not be negative (0: the default, 100ms)")
+		err = bad("Fallback", cfg.Fallback, "must not be negative (0: the default, 100ms)")
 	case cfg.MaxHedges < 0 || cfg.MaxHedges > maxHedges:
-		return bad("MaxHedges", cfg.MaxHedges, fmt.Sprintf("must be between 0 and %d (0: the default, 1)", maxHedges))
+		err = bad("MaxHedges", cfg.MaxHedges, fmt.Sprintf("must be between 0 and %d (0: the default, 1)", maxHedges))
 	case cfg.Percentile < 0 || cfg.Percentile >= 1 || math.IsNaN(cfg.Percentile):
-		return bad("Percentile", cfg.Percentile, "must be in (0, 1), e.g. 0.95 (0: the default, 0.95)")
+		err = bad("Percentile", cfg.Percentile, "must be in (0, 1), e.g. 0.95 (0: the default, 0.95)")
+	}
+	if err != nil {
+		return middleware.Layer{Name: "hedge", Err: err}
 	}
 	if cfg.Percentile == 0 {
 		cfg.Percentile = 0.95

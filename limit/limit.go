@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrystack/retrystack/internal/configerr"
 	"github.com/retrystack/retrystack/internal/keyed"
 	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
@@ -67,9 +68,7 @@ const (
 )
 
 func newLimiter(cfg Config) (*limiter, error) {
-	bad := func(field string, value any, reason string) error {
-		return &policy.ConfigError{Field: field, Value: value, Reason: reason}
-	}
+	bad := configerr.For("")
 	switch {
 	case cfg.Limit <= 0:
 		return nil, bad("Limit", cfg.Limit, "must be at least 1 (the most requests in flight per key)")
