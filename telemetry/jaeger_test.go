@@ -68,11 +68,11 @@ func TestJaegerTraces(t *testing.T) {
 			Events: []string{d, "retrystack.retry.backoff", d, "retrystack.retry.backoff"}},
 		"retrylab seed003/naive-post-orders": {Operations: []string{"retrystack POST"}, Attempts: 3, Resends: []string{"-", "1", "2"},
 			Events: []string{"retrystack.pitfall non-idempotent-retried", d, "retrystack.retry.backoff",
-				"retrystack.pitfall non-idempotent-retried", d, "retrystack.retry.backoff", "retrystack.pitfall exhausted-retryable-status"}},
+				"retrystack.pitfall non-idempotent-retried", d, "retrystack.retry.backoff", "retrystack.pitfall exhausted-retryable-status", "retrystack.give_up"}},
 		"retrylab seed003/naive-login-then-me": {Operations: []string{"retrystack GET", "retrystack POST"}, Attempts: 3, Resends: []string{"-", "-", "1"},
 			Events: []string{"retrystack.pitfall non-idempotent-retried", d, "retrystack.pitfall cookie-lost", "retrystack.retry.backoff"}},
 		"retrylab seed000/forhost-localhost-get-127": {Operations: []string{"retrystack GET"}, Attempts: 2, Resends: []string{"-", "1"},
-			Events: []string{"retrystack.pitfall scope-leak", d, "retrystack.retry.backoff", "retrystack.pitfall exhausted-retryable-status"}},
+			Events: []string{"retrystack.pitfall scope-leak", d, "retrystack.retry.backoff", "retrystack.pitfall exhausted-retryable-status", "retrystack.give_up"}},
 	}
 	var got map[string]summary
 	deadline := time.Now().Add(30 * time.Second)
