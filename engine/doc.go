@@ -2,8 +2,10 @@
 // operation (a stream, an RPC), and the HTTP retry layer, [Engine.Layer],
 // built on the same loop.
 //
-// For every attempt the HTTP layer clones the request, replays its body
-// through GetBody, bounds the attempt by min(AttemptTimeout, time left), and
+// For every attempt the HTTP layer sends the request as it came when
+// nothing has to change, and otherwise a shallow copy of its own (never
+// the caller's: a new context, the body replayed through GetBody, headers
+// it sets); it bounds the attempt by min(AttemptTimeout, time left), and
 // drains (bounded) and closes the body of every response it discards, so
 // connections are reused. The response it hands back is untouched except
 // that its body still obeys the attempt and total deadlines while the caller

@@ -10,6 +10,9 @@ import (
 // Policy is everything that decides the retries of one logical operation.
 // It is a plain value: copy a preset and change fields. Validate it, or let
 // the engine do so when it is built; a Policy in use must not be modified.
+// A copy shares its Budget (an interface, usually a pointer): two clients
+// made from one copied Policy spend one budget. Call the preset again, or
+// set a Budget of its own, for a client that must not.
 type Policy struct {
 	// Name labels the policy in reports and the lab, e.g. "default".
 	Name string
