@@ -72,7 +72,10 @@ type PacedWait struct {
 }
 
 // String summarises the report on one line, e.g.
-// "default: 3 attempts [503 503 200], waits [50ms 100ms], success".
+// "default: 3 attempts [503 503 200], waits [50ms 100ms], success". Every
+// send is on it: an attempt's redirect hops, hedges and the resends the
+// transport made on its own follow its status, and an answer the server
+// replayed for a keyed request says so.
 func (r *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d attempts [", r.Policy, len(r.Attempts))
@@ -85,8 +88,15 @@ func (r *Report) String() string {
 		} else {
 			fmt.Fprint(&b, a.Status)
 		}
+		// The sends beyond the attempt's own: every send is on the line.
 		if a.Redirects > 0 {
 			fmt.Fprintf(&b, " (after %d redirect(s))", a.Redirects)
+		}
+		if a.Hedges > 0 {
+			fmt.Fprintf(&b, " (+%d hedge(s))", a.Hedges)
+		}
+		if a.Transparent > 0 {
+			fmt.Fprintf(&b, " (+%d resent by the transport)", a.Transparent)
 		}
 	}
 	fmt.Fprintf(&b, "], waits %v", r.PlannedWaits)
@@ -98,6 +108,9 @@ func (r *Report) String() string {
 		}
 	}
 	fmt.Fprintf(&b, ", %s", r.Stop)
+	if r.Replayed {
+		b.WriteString(" (replayed by the server)")
+	}
 	if len(r.Pitfalls) > 0 {
 		fmt.Fprintf(&b, ", pitfalls %v", r.Pitfalls)
 	}
