@@ -241,6 +241,22 @@ func (op Operation) Observe(o Observer) {
 	}
 }
 
+// ShowDiscarded shows resp, a response the calling layer throws away
+// instead of handing it up (a redirect layer's hop), to the observer of
+// discarded responses (ObserveDiscards: a cookie layer above, which
+// stores the cookies it set), before the caller drains it. It returns
+// the names of the cookies that observer did not store; nil without an
+// observer, or outside a stack.
+func (op Operation) ShowDiscarded(resp *http.Response) (lostCookies []string) {
+	if op.o == nil {
+		return nil
+	}
+	if obs := op.o.Discard(); obs != nil {
+		return obs(resp)
+	}
+	return nil
+}
+
 // Observers are the operation's observers so far, in the order they were
 // added: a layer finds its own there (telemetry's attempt layer finds the
 // operation span of the layer above). Outside a stack there are none.

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/retrystack/retrystack/internal/events"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -94,16 +95,32 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		next, err := t.follow(req, cur, resp, hops, via)
 		if next == nil || err != nil {
 			if err != nil {
-				wire.Discard(resp)
+				discard(op, resp)
 				return nil, err
 			}
 			return resp, nil
 		}
-		wire.Discard(resp)
+		discard(op, resp)
 		via = append(via, cur)
 		cur = next
 	}
 }
+
+// discard releases a hop's response, which the caller never gets: a
+// cookie layer above is shown it first and stores its cookies, as
+// net/http's Client stores those of every hop in its Jar; those it does
+// not store are the pitfall cookie-lost, told to the operation's
+// observers.
+func discard(op middleware.Operation, resp *http.Response) {
+	if lost := op.ShowDiscarded(resp); len(lost) > 0 {
+		op.Emit(middleware.Event{Name: middleware.EventPitfall, Attrs: events.PitfallAttrs(pitfallCookieLost, lost)})
+	}
+	wire.Discard(resp)
+}
+
+// pitfallCookieLost is engine.PitfallCookieLost, named here without
+// importing the engine.
+const pitfallCookieLost = "cookie-lost"
 
 // follow builds the request for the hop resp asks for; nil means resp is
 // the answer.
