@@ -27,7 +27,7 @@ func (sv service) latency(n int) time.Duration {
 // gives the load, advancing the clock by latency/n (Little's law).
 type sim struct {
 	t     *testing.T
-	l     *limiter
+	l     *Limiter
 	now   time.Time
 	k     *key
 	held  []admission
@@ -38,7 +38,7 @@ type sim struct {
 func newSim(t *testing.T, cfg Config) *sim {
 	s := &sim{t: t, now: time.Unix(1_800_000_000, 0)}
 	cfg.Now = func() time.Time { return s.now }
-	l, err := newLimiter(cfg)
+	l, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

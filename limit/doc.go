@@ -30,6 +30,11 @@
 // every send of the hedge counts: the hedge cannot double the load on a
 // host past its limit. A panic below gives the place back.
 //
+// New returns the limit as a Limiter, which is both the layer (Layer) and
+// what an experiment reads: each key's current limit and the requests in
+// flight (Limiter.Limit), and the gauge retrystack.client.concurrency_limit
+// (Limiter.Instrument).
+//
 // # Adaptive mode
 //
 // With Config.Adaptive each key discovers its limit from latency, between

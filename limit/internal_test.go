@@ -30,7 +30,7 @@ func (k *key) waiting() (firsts, retries int) {
 // Room that frees goes to a first attempt before a retry that has waited
 // longer, and to the retry when no first attempt waits.
 func TestRetriesWaitBehindFirstAttempts(t *testing.T) {
-	l, err := newLimiter(Config{Limit: 1})
+	l, err := New(Config{Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestRetriesWaitBehindFirstAttempts(t *testing.T) {
 
 // The limiter keeps at most MaxKeys keys, plus those in use.
 func TestKeysAreBounded(t *testing.T) {
-	l, err := newLimiter(Config{Limit: 1, MaxKeys: 100})
+	l, err := New(Config{Limit: 1, MaxKeys: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

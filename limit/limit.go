@@ -15,7 +15,9 @@ import (
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Config configures a concurrency limit. Limit is required; the other
@@ -53,13 +55,32 @@ type Config struct {
 // wrapped into, and safe for concurrent use; a refused request's body is
 // closed, and an answer's body is the caller's, as without the layer.
 func Layer(cfg Config) middleware.Layer {
-	l, err := newLimiter(cfg)
+	l, err := New(cfg)
 	if err != nil {
 		return middleware.Layer{Name: "limit", Err: err}
 	}
+	return l.Layer()
+}
+
+// Layer returns l as a layer named "limit"; every stack it is in shares
+// l's keys.
+func (l *Limiter) Layer() middleware.Layer {
 	return middleware.Layer{Name: "limit", Wrap: func(next http.RoundTripper) http.RoundTripper {
 		return &transport{l: l, next: wire.Base(next)}
 	}}
+}
+
+// Limit is key's current limit, and the requests in flight against it:
+// with Adaptive, where the latency of its answers has moved it. A key
+// never seen, or forgotten, answers Config.Limit and 0, as it would start.
+func (l *Limiter) Limit(key string) (limit, inFlight int) {
+	k, ok := l.keys.Load(key)
+	if !ok {
+		return l.cfg.Limit, 0
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.room(&l.cfg), k.inflight
 }
 
 const (
@@ -67,7 +88,39 @@ const (
 	defaultMaxLimit = 1_000
 )
 
-func newLimiter(cfg Config) (*limiter, error) {
+// gaugeName is the gauge Instrument reports each key's current limit as.
+const gaugeName = "retrystack.client.concurrency_limit"
+
+// Instrument reports each key's current limit (Limit) as the gauge
+// retrystack.client.concurrency_limit, in requests, with the attribute
+// retrystack.limit.key, on a meter of mp (nil: OpenTelemetry's global provider),
+// whenever the meter's reader collects. Unregister the registration when
+// l is no longer used.
+func (l *Limiter) Instrument(mp metric.MeterProvider) (metric.Registration, error) {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	m := mp.Meter("github.com/retrystack/retrystack/limit")
+	g, err := m.Int64ObservableGauge(gaugeName, metric.WithUnit("{request}"),
+		metric.WithDescription("Each key's concurrency limit now: fixed, or where the adaptive limit has moved it."))
+	if err != nil {
+		return nil, err
+	}
+	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		l.keys.Range(func(name string, k *key) bool {
+			k.mu.Lock()
+			limit := k.room(&l.cfg)
+			k.mu.Unlock()
+			o.ObserveInt64(g, int64(limit), metric.WithAttributes(attribute.String(protocol.AttrLimitKey, name)))
+			return true
+		})
+		return nil
+	}, g)
+}
+
+// New returns a concurrency limit for cfg, to wrap into stacks (Layer) and
+// to read (Limit), or a *policy.ConfigError naming a bad field.
+func New(cfg Config) (*Limiter, error) {
 	bad := configerr.For("")
 	switch {
 	case cfg.Limit <= 0:
@@ -103,7 +156,7 @@ func newLimiter(cfg Config) (*limiter, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	l := &limiter{cfg: cfg}
+	l := &Limiter{cfg: cfg}
 	l.keys.Max = cfg.MaxKeys
 	l.keys.Forget = func(k *key, force bool) bool {
 		// Only a key with nothing in flight or waiting: the others hold
@@ -122,8 +175,9 @@ func newLimiter(cfg Config) (*limiter, error) {
 	return l, nil
 }
 
-// limiter is one layer's keys.
-type limiter struct {
+// A Limiter is one concurrency limit's keys. It is safe for concurrent
+// use.
+type Limiter struct {
 	cfg  Config
 	keys keyed.Map[*key]
 }
@@ -192,7 +246,7 @@ type admission struct {
 
 // find returns name's key, making it, and making room for it, if it is
 // missing.
-func (l *limiter) find(name string) *key {
+func (l *Limiter) find(name string) *key {
 	return l.keys.LoadOrMake(name, func() *key { return &key{limit: float64(l.cfg.Limit)} })
 }
 
@@ -202,7 +256,7 @@ var errNoWait = errors.New("no room within MaxWait")
 // acquire waits for room in name's key: it returns the key and the
 // admission, or the refusal (or the caller's cancellation) that ended
 // the wait.
-func (l *limiter) acquire(ctx context.Context, name string, retry bool) (*key, admission, error) {
+func (l *Limiter) acquire(ctx context.Context, name string, retry bool) (*key, admission, error) {
 	cfg := &l.cfg
 	for {
 		k := l.find(name)
@@ -250,7 +304,7 @@ func (k *key) admit(cfg *Config) admission {
 }
 
 // wait waits for w to be granted room, until ctx ends or MaxWait passes.
-func (l *limiter) wait(ctx context.Context, k *key, q *queue, w *waiter, name string) (*key, admission, error) {
+func (l *Limiter) wait(ctx context.Context, k *key, q *queue, w *waiter, name string) (*key, admission, error) {
 	cfg := &l.cfg
 	start := time.Now()
 	var timeout <-chan time.Time
@@ -288,7 +342,7 @@ func (l *limiter) wait(ctx context.Context, k *key, q *queue, w *waiter, name st
 
 // admitted is the admission of a waiter granted room (inflight already
 // counts it).
-func (l *limiter) admitted(k *key) admission {
+func (l *Limiter) admitted(k *key) admission {
 	if !l.cfg.Adaptive {
 		return admission{}
 	}
@@ -299,7 +353,7 @@ func (l *limiter) admitted(k *key) admission {
 
 // release gives back adm's place; sample says whether its latency counts
 // for the adaptive limit.
-func (l *limiter) release(k *key, adm admission, sample bool) {
+func (l *Limiter) release(k *key, adm admission, sample bool) {
 	cfg := &l.cfg
 	k.mu.Lock()
 	k.inflight--
@@ -331,7 +385,7 @@ func (l *limiter) release(k *key, adm admission, sample bool) {
 }
 
 type transport struct {
-	l    *limiter
+	l    *Limiter
 	next http.RoundTripper
 }
 

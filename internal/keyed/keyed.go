@@ -87,6 +87,12 @@ func (m *Map[V]) Sweep(forget func(V) bool) {
 	})
 }
 
+// Range calls f for each key and value, without a lock (a value added or
+// forgotten meanwhile may or may not be seen), until f returns false.
+func (m *Map[V]) Range(f func(key string, v V) bool) {
+	m.m.Range(func(k, x any) bool { return f(k.(string), x.(V)) })
+}
+
 // Len is how many keys the map holds: a reader that finds it 0 need look
 // nothing up.
 func (m *Map[V]) Len() int { return int(m.n.Load()) }
