@@ -329,7 +329,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				d += time.Duration(c.draw() * float64(f.Jitter))
 			}
 			p.delay = satAdd(p.delay, d)
-			emit(op, f.Kind, attribute.Float64(protocol.AttrChaosDelay, d.Seconds()))
+			emit(req.Context(), op, f.Kind, attribute.Float64(protocol.AttrChaosDelay, d.Seconds()))
 		case Status:
 			if p.status == nil && p.refuse == nil {
 				p.status = f
@@ -366,11 +366,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	switch {
 	case p.refuse != nil:
-		emit(op, Refuse)
+		emit(req.Context(), op, Refuse)
 		closeBody()
 		return nil, &injected{kind: Refuse, err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
 	case p.status != nil:
-		emit(op, Status, attribute.Int("http.response.status_code", p.status.Status))
+		emit(req.Context(), op, Status, attribute.Int("http.response.status_code", p.status.Status))
 		closeBody()
 		h := p.status.Header.Clone()
 		if h == nil {
@@ -386,12 +386,12 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err // it failed by itself: nothing to inject
 	}
 	if p.reset && !wire.IsUpgrade(resp) {
-		emit(op, Reset)
+		emit(req.Context(), op, Reset)
 		wire.Discard(resp)
 		return nil, &injected{kind: Reset, err: &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}}
 	}
 	if p.body != nil && !wire.IsUpgrade(resp) && resp.Body != http.NoBody {
-		emit(op, p.body.Kind, attribute.Int64(protocol.AttrChaosAfter, p.body.After))
+		emit(req.Context(), op, p.body.Kind, attribute.Int64(protocol.AttrChaosAfter, p.body.After))
 		resp.Body = &faultyBody{body: resp.Body, kind: p.body.Kind, left: p.body.After, ctx: req.Context(), closed: make(chan struct{})}
 		resp.ContentLength = -1 // it will not be what the server said
 	}
@@ -405,8 +405,11 @@ func satAdd(a, b time.Duration) time.Duration {
 	return a + b
 }
 
-// emit tells the operation a fault was injected.
-func emit(op middleware.Operation, k Kind, attrs ...attribute.KeyValue) {
+// emit tells the operation a fault was injected into the attempt under
+// ctx: its observers, and the retry layer above, which names it in the
+// attempt's record.
+func emit(ctx context.Context, op middleware.Operation, k Kind, attrs ...attribute.KeyValue) {
+	op.MarkInjected(ctx, k.String())
 	op.Emit(middleware.Event{Name: protocol.EventChaos, Attrs: append([]attribute.KeyValue{
 		attribute.Bool(protocol.AttrChaosInjected, true), attribute.String(protocol.AttrChaosFault, k.String())}, attrs...)})
 }

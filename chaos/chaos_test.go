@@ -332,7 +332,7 @@ func noWaits() policy.Policy {
 // server sees only the second); a refusal is known not sent, so even a
 // POST without a key is resent; a reset after a POST was sent is not
 // resent (not-idempotent), and the server has it once. Each injection is
-// an event marked injected.
+// an event marked injected, and named in its attempt's record.
 func TestBelowRetry(t *testing.T) {
 	for _, tc := range []struct {
 		fault    chaos.Fault
@@ -382,6 +382,11 @@ func TestBelowRetry(t *testing.T) {
 				}
 				if got := rec.injected(); len(got) < 1 || got[0] != tc.fault.Kind.String() {
 					t.Fatalf("events %v; want the injection marked", got)
+				}
+				for i, a := range rep.Attempts { // and in the report: the faulted attempts, and only those
+					if want := map[bool]string{true: tc.fault.Kind.String()}[i < tc.fault.Attempts]; a.Injected != want {
+						t.Fatalf("attempt %d: Injected %q, want %q (report %v)", i+1, a.Injected, want, rep)
+					}
 				}
 				if err != nil && !strings.Contains(err.Error(), "chaos: injected") {
 					t.Fatalf("the error does not say it was injected: %v", err)

@@ -23,7 +23,9 @@
 // retrystack.chaos.injected=true and retrystack.chaos.fault (latency,
 // status, refuse, reset, cut-body, stall-body); telemetry makes it an
 // event of the operation's span and counts it in the metric
-// retrystack.client.chaos.injected. Injected errors say "chaos: injected"
+// retrystack.client.chaos.injected; the retry layer above names it in the
+// attempt's record (engine.AttemptRecord.Injected, and the report's
+// String). Injected errors say "chaos: injected"
 // and wrap what a real failure would: a refused dial (the retry layer
 // knows nothing was sent, and may resend even a POST), a reset after the
 // request was sent (the server has it: a POST's fate is unknown, and only

@@ -170,11 +170,12 @@ func TestDoObserver(t *testing.T) {
 }
 
 // Every send is on the report's line: an attempt's hops, hedges and the
-// resends the transport made on its own, and a replayed answer.
+// resends the transport made on its own, a fault injected on purpose, and
+// a replayed answer.
 func TestReportStringShowsEverySend(t *testing.T) {
-	r := &Report{Policy: "default", Attempts: []AttemptRecord{{Status: 503, Transparent: 1}, {Status: 201, Redirects: 2, Hedges: 1}},
+	r := &Report{Policy: "default", Attempts: []AttemptRecord{{Status: 503, Transparent: 1, Injected: "status"}, {Status: 201, Redirects: 2, Hedges: 1}},
 		PlannedWaits: []time.Duration{0}, Stop: policy.StopSuccess, Replayed: true}
-	want := "default: 2 attempts [503 (+1 resent by the transport) 201 (after 2 redirect(s)) (+1 hedge(s))], waits [0s], success (replayed by the server)"
+	want := "default: 2 attempts [503 (+1 resent by the transport) (injected: status) 201 (after 2 redirect(s)) (+1 hedge(s))], waits [0s], success (replayed by the server)"
 	if got := r.String(); got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}

@@ -51,6 +51,10 @@ type AttemptRecord struct {
 	// transparent one); Status is then the last hop's, and each hop's own
 	// is on its attempt span.
 	Redirects int
+	// Injected names the faults a chaos layer below injected into this
+	// attempt, by kind ("reset", "latency status"): an experiment's
+	// failure, not a real one. "" when none.
+	Injected string
 	// Resend numbers the attempt within its logical operation, retries and
 	// redirect hops alike: 0 for the operation's first send.
 	Resend   int
@@ -97,6 +101,9 @@ func (r *Report) String() string {
 		}
 		if a.Transparent > 0 {
 			fmt.Fprintf(&b, " (+%d resent by the transport)", a.Transparent)
+		}
+		if a.Injected != "" {
+			fmt.Fprintf(&b, " (injected: %s)", a.Injected)
 		}
 	}
 	fmt.Fprintf(&b, "], waits %v", r.PlannedWaits)

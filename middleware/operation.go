@@ -123,6 +123,16 @@ func (op Operation) CountHedge(ctx context.Context) {
 	}
 }
 
+// MarkInjected tells the retry layer above that the attempt under ctx
+// met a fault injected on purpose (the chaos layer's, of kind fault): the
+// attempt's record names it, so that a report never passes an experiment's
+// fault off as a real failure. Outside a stack it does nothing.
+func (op Operation) MarkInjected(ctx context.Context, fault string) {
+	if tr := operation.TraceOf(ctx); tr != nil {
+		tr.Inject(fault)
+	}
+}
+
 // WithHedge marks ctx as the context of hedge n of a send (1 for the
 // first hedge), for the layers below: telemetry's attempt span carries
 // the number.

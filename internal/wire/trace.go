@@ -36,6 +36,8 @@ type Trace struct {
 	mu   sync.Mutex
 	peer net.Addr
 
+	injected atomic.Pointer[string] // the faults a chaos layer injected into the attempt, by kind; nil: none
+
 	client   httptrace.ClientTrace
 	composed atomic.Bool // WithClientTrace changed client, or a composed copy reaches it: not pooled again
 }
@@ -115,6 +117,33 @@ func (t *Trace) Reset() {
 		t.peer = nil
 		t.mu.Unlock()
 	}
+	if t.injected.Load() != nil {
+		t.injected.Store(nil)
+	}
+}
+
+// Inject records that a chaos layer injected a fault of kind into the
+// attempt.
+func (t *Trace) Inject(kind string) {
+	for {
+		old := t.injected.Load()
+		s := kind
+		if old != nil {
+			s = *old + " " + kind
+		}
+		if t.injected.CompareAndSwap(old, &s) {
+			return
+		}
+	}
+}
+
+// Injected is the faults injected into the attempt, by kind,
+// space-separated; "" when none.
+func (t *Trace) Injected() string {
+	if p := t.injected.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Conns counts the connections handed out in the attempt.
