@@ -317,6 +317,7 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		transparent: tr.Transparent(),
 		hedges:      tr.Hedges(),
 		redirects:   tr.Hops(),
+		held:        tr.Held(),
 		injected:    tr.Injected(),
 		resend:      resend,
 	}

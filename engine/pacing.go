@@ -64,6 +64,17 @@ func (p *pacer) heldUntil(host string, now time.Time) time.Time {
 	return until
 }
 
+// PacedUntil is until when the host of u asked e's requests to wait (a
+// 429 or 503 with Retry-After, or a spent rate limit, under
+// policy.RetryAfter.Pace): a request to it sent now would wait until then,
+// or stop at once if its deadline comes first. The zero time when the
+// host asked for no wait. The hold is the host's, as net/http dials it
+// ("API.example.com" and "api.example.com:443" are one): every path, and
+// every route of e, waits for it.
+func (e *Engine) PacedUntil(u *url.URL) time.Time {
+	return e.pace.heldUntil(wire.HostKey(u), e.now())
+}
+
 // pacedError is the error of an operation that stopped before sending:
 // the host asked for no requests until past its deadline.
 type pacedError struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -298,4 +299,23 @@ func TestPacingWaitsInTheReport(t *testing.T) {
 
 func samePaced(a, b PacedWait) bool {
 	return a.Before == b.Before && a.Host == b.Host && a.Until.Equal(b.Until) && a.Waited == b.Waited
+}
+
+// A caller can see how long a host is held before sending: the host of
+// any path, however spelt; another host is not held.
+func TestPacedUntil(t *testing.T) {
+	p := policy.Default()
+	p.MaxAttempts = 1
+	pc := newPaced(t, p)
+	pc.next["api.example.com"] = []*http.Response{answer(429, "Retry-After", "30")}
+	pc.get(t, context.Background(), "https://api.example.com/a")
+	e := pc.rt.(*transport).e
+	held, _ := url.Parse("https://API.example.com:443/other")
+	other, _ := url.Parse("https://other.example.com/")
+	if got, want := e.PacedUntil(held), pc.start.Add(30*time.Second); !got.Equal(want) {
+		t.Errorf("held until %v, want %v", got, want)
+	}
+	if got := e.PacedUntil(other); !got.IsZero() {
+		t.Errorf("another host held until %v", got)
+	}
 }

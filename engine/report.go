@@ -51,6 +51,9 @@ type AttemptRecord struct {
 	// transparent one); Status is then the last hop's, and each hop's own
 	// is on its attempt span.
 	Redirects int
+	// Held is how long layers below held the attempt before sending (or
+	// refusing) it: a concurrency limit's wait for room (package limit).
+	Held time.Duration
 	// Injected names the faults a chaos layer below injected into this
 	// attempt, by kind ("reset", "latency status"): an experiment's
 	// failure, not a real one. "" when none.
@@ -101,6 +104,9 @@ func (r *Report) String() string {
 		}
 		if a.Transparent > 0 {
 			fmt.Fprintf(&b, " (+%d resent by the transport)", a.Transparent)
+		}
+		if a.Held > 0 {
+			fmt.Fprintf(&b, " (held %v below)", a.Held)
 		}
 		if a.Injected != "" {
 			fmt.Fprintf(&b, " (injected: %s)", a.Injected)

@@ -87,7 +87,8 @@ type attemptInfo struct {
 	transparent int
 	hedges      int
 	redirects   int
-	injected    string // the faults a chaos layer injected, by kind
+	held        time.Duration // how long layers below held it before sending
+	injected    string        // the faults a chaos layer injected, by kind
 	resend      int
 	status      int         // the result's HTTP status, 0 if it has none
 	header      http.Header // the result's header, for its hints; nil if none
@@ -404,7 +405,7 @@ func (l *loop[T]) attempt(n int) (T, attemptInfo, policy.Decision, error) {
 		}
 	}
 	rec := AttemptRecord{Status: info.status, Err: err, Processed: info.processed, Transparent: info.transparent, Hedges: info.hedges,
-		Redirects: info.redirects, Injected: info.injected, Resend: info.resend, Decision: dec}
+		Redirects: info.redirects, Held: info.held, Injected: info.injected, Resend: info.resend, Decision: dec}
 	rep := l.rep
 	if n == 2 && len(rep.Attempts) == 1 && cap(rep.Attempts) == 1 {
 		// A retry outgrew the room for the first attempt: one allocation

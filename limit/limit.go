@@ -240,8 +240,9 @@ func (q *queue) remove(w *waiter) {
 // admission is a request let in: when, and the adaptive generation that
 // admitted it (a sample of an earlier generation does not count).
 type admission struct {
-	start time.Time
-	gen   uint64
+	start  time.Time
+	gen    uint64
+	waited time.Duration // how long the request waited for room; 0 when it found some
 }
 
 // find returns name's key, making it, and making room for it, if it is
@@ -316,7 +317,9 @@ func (l *Limiter) wait(ctx context.Context, k *key, q *queue, w *waiter, name st
 	var cause error
 	select {
 	case <-w.ready:
-		return k, l.admitted(k), nil
+		adm := l.admitted(k)
+		adm.waited = time.Since(start)
+		return k, adm, nil
 	case <-ctx.Done():
 		cause = ctx.Err()
 	case <-timeout:
@@ -329,7 +332,9 @@ func (l *Limiter) wait(ctx context.Context, k *key, q *queue, w *waiter, name st
 		// failed in flight).
 		k.mu.Unlock()
 		<-w.ready
-		return k, l.admitted(k), nil
+		adm := l.admitted(k)
+		adm.waited = time.Since(start)
+		return k, adm, nil
 	}
 	q.remove(w)
 	lim := k.room(cfg)
@@ -406,11 +411,17 @@ func (t *transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 			req.Body.Close() // the RoundTripper's, even when it sends nothing
 		}
 		if r, ok := err.(*refusal); ok {
+			if r.waited > 0 {
+				op.MarkHeld(req.Context(), r.waited)
+			}
 			op.Emit(middleware.Event{Name: protocol.EventLimit, Attrs: []attribute.KeyValue{
 				attribute.String(protocol.AttrLimitKey, name), attribute.Int(protocol.AttrLimit, r.limit),
 				attribute.Float64(protocol.AttrLimitWaited, r.waited.Seconds())}})
 		}
 		return nil, err
+	}
+	if adm.waited > 0 {
+		op.MarkHeld(req.Context(), adm.waited) // the retry layer above names the wait in the attempt's record
 	}
 	held := true
 	defer func() {

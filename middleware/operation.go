@@ -133,6 +133,16 @@ func (op Operation) MarkInjected(ctx context.Context, fault string) {
 	}
 }
 
+// MarkHeld tells the retry layer above that a layer below held the
+// attempt under ctx for d before sending it, or refusing it (a
+// concurrency limit's wait for room): the attempt's record counts it
+// (AttemptRecord.Held). Outside a stack it does nothing.
+func (op Operation) MarkHeld(ctx context.Context, d time.Duration) {
+	if tr := operation.TraceOf(ctx); tr != nil {
+		tr.Hold(d)
+	}
+}
+
 // WithHedge marks ctx as the context of hedge n of a send (1 for the
 // first hedge), for the layers below: telemetry's attempt span carries
 // the number.

@@ -6,6 +6,7 @@ import (
 	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Trace watches an operation's sends on the wire, one attempt at a time
@@ -37,6 +38,7 @@ type Trace struct {
 	peer net.Addr
 
 	injected atomic.Pointer[string] // the faults a chaos layer injected into the attempt, by kind; nil: none
+	held     atomic.Int64           // how long layers below held the attempt before sending it, in ns
 
 	client   httptrace.ClientTrace
 	composed atomic.Bool // WithClientTrace changed client, or a composed copy reaches it: not pooled again
@@ -120,7 +122,17 @@ func (t *Trace) Reset() {
 	if t.injected.Load() != nil {
 		t.injected.Store(nil)
 	}
+	if t.held.Load() != 0 {
+		t.held.Store(0)
+	}
 }
+
+// Hold records that a layer below held the attempt for d before sending
+// it.
+func (t *Trace) Hold(d time.Duration) { t.held.Add(int64(d)) }
+
+// Held is how long layers below held the attempt before sending it.
+func (t *Trace) Held() time.Duration { return time.Duration(t.held.Load()) }
 
 // Inject records that a chaos layer injected a fault of kind into the
 // attempt.
