@@ -321,6 +321,9 @@ func (o *httpOp) attempt(ctx context.Context, n int) (*http.Response, attemptInf
 		injected:    tr.Injected(),
 		resend:      resend,
 	}
+	if info.transparent > 0 && !o.compose && o.operation.Counted() {
+		o.operation.AddHidden(info.transparent) // the operation's sends are every send, the transport's own included
+	}
 	if err == nil {
 		info.status, info.header = resp.StatusCode, resp.Header
 	}

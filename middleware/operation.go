@@ -47,9 +47,11 @@ func (op Operation) Attempt() int {
 	return 0
 }
 
-// Sends is how many requests of the operation reached the base transport
-// so far, every attempt, hedge and redirect hop counted: before a send,
-// its http.request.resend_count. Written by the stack, next to the base.
+// Sends is how many physical sends the operation made so far, every
+// attempt, hedge and redirect hop counted, and every resend the base
+// transport made on its own that the retry layer owning the operation saw
+// on the wire: before a send, its http.request.resend_count. Written by
+// the stack, next to the base, and by that retry layer after each attempt.
 func (op Operation) Sends() int {
 	if op.o == nil {
 		return 0

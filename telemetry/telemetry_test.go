@@ -365,3 +365,95 @@ func TestTransparentAttemptEvent(t *testing.T) {
 		})
 	}
 }
+
+// The operation span's retrystack.attempts and the resends metric count
+// every physical send, a resend net/http made on its own included: a
+// refused HTTP/2 stream it resent, a GET on a reused HTTP/1.1 connection
+// the server closed unanswered. (Issue 46: 1 attempt, 0 resends, while
+// the server saw 2.)
+func TestOperationCountsHiddenSends(t *testing.T) {
+	for _, proto := range []string{"h2c", "http1"} {
+		t.Run(proto, func(t *testing.T) {
+			rec, reader, tel := instrumented(t)
+			tr := &http.Transport{}
+			defer tr.CloseIdleConnections()
+			var url string
+			var served func() int
+			if proto == "h2c" {
+				h2, err := faultserver.NewH2(faultserver.H2Config{Faults: []faultserver.H2Fault{faultserver.H2Refuse}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer h2.Close()
+				tr.Protocols = new(http.Protocols)
+				tr.Protocols.SetUnencryptedHTTP2(true)
+				url, served = h2.URL()+"/", func() int { return int(h2.Streams()) }
+			} else {
+				srv, err := faultserver.New()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer srv.Close()
+				url = srv.URL() + "/abort"
+				served = func() int {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					if err := srv.WaitIdle(ctx); err != nil {
+						t.Fatal(err)
+					}
+					n := 0
+					for _, e := range srv.Log() {
+						if strings.HasPrefix(e.Path, "/abort") {
+							n++
+						}
+					}
+					return n
+				}
+				warm, err := (&http.Client{Transport: tr}).Get(srv.URL() + "/s/200")
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, warm.Body)
+				warm.Body.Close() // its connection is reused, and closed unanswered
+			}
+			p := policy.Never()
+			c, err := retrystack.NewClient(retrystack.Config{Policy: &p, Telemetry: tel, Transport: tr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp, err := c.Get(url); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			if served() != 2 {
+				t.Fatalf("the server saw %d requests, want 2", served())
+			}
+			attempts := ""
+			for _, s := range rec.Ended() {
+				if v, ok := attr(s, "retrystack.attempts"); ok {
+					attempts = v
+				}
+			}
+			if attempts != "2" {
+				t.Errorf("retrystack.attempts = %q, want 2", attempts)
+			}
+			var rm metricdata.ResourceMetrics
+			if err := reader.Collect(context.Background(), &rm); err != nil {
+				t.Fatal(err)
+			}
+			var resends int64 = -1
+			for _, sm := range rm.ScopeMetrics {
+				for _, m := range sm.Metrics {
+					if m.Name == "retrystack.client.operation.resends" {
+						for _, dp := range m.Data.(metricdata.Histogram[int64]).DataPoints {
+							resends = dp.Sum
+						}
+					}
+				}
+			}
+			if resends != 1 {
+				t.Errorf("resends recorded %d, want 1", resends)
+			}
+		})
+	}
+}

@@ -28,6 +28,7 @@ type Operation struct {
 	sends    atomic.Int32
 	flags    atomic.Uint32 // flagEnded, flagCounted
 	trace    *wire.Trace
+	outer    *wire.Trace                     // the trace of the attempt of an operation this one runs inside (a stack used as another's transport), or nil
 	discard  atomic.Pointer[DiscardObserver] // a hedge above runs the layers below on several goroutines
 	owner    atomic.Pointer[Owner]
 	last     atomic.Pointer[Owner]
@@ -205,9 +206,18 @@ func (o *Operation) Key() string {
 // names of the cookies the response set that are now lost.
 type DiscardObserver func(resp *http.Response) (lostCookies []string)
 
-// Sends is how many physical sends reached the base transport so far:
-// before a send, its http.request.resend_count.
+// Sends is how many physical sends the operation made so far: each
+// request the stack handed the base transport (Counter), and each one the
+// transport resent on its own that the retry layer owning the operation
+// saw on the wire (AddHidden). Before a send, its
+// http.request.resend_count.
 func (o *Operation) Sends() int { return int(o.sends.Load()) }
+
+// AddHidden counts n sends the base transport made on its own (a request
+// resent on a new connection after a reused one closed, a refused HTTP/2
+// stream): written by the retry layer that owns the operation, once its
+// attempt has returned.
+func (o *Operation) AddHidden(n int) { o.sends.Add(int32(n)) }
 
 // SwapDiscard installs obs (a pointer bound once per layer) and returns
 // the previous observer, which the caller hands to RestoreDiscard when its
@@ -332,6 +342,9 @@ func (s *Started) Init(req *http.Request, counted bool) *http.Request {
 		s.op.flags.Store(flagCounted)
 	}
 	s.op.trace = wire.GetTrace()
+	if From(parent) != nil {
+		s.op.outer = TraceOf(parent) // the enclosing operation's attempt: this one runs inside another
+	}
 	s.ctx = Context{Context: parent, traced: s.op.trace.With(parent), op: &s.op}
 	s.req = *req.WithContext(&s.ctx) // WithContext's copy stays on the stack
 	return &s.req
@@ -391,7 +404,12 @@ func (c Counter) CloseIdleConnections() { wire.CloseIdle(c.Base) }
 // RoundTrip counts the send and makes it.
 func (c Counter) RoundTrip(req *http.Request) (*http.Response, error) {
 	if o := From(req.Context()); o != nil {
-		o.sends.Add(1)
+		if o.sends.Add(1) > 1 && o.outer != nil {
+			// The enclosing operation sees this send's connection through
+			// its trace: it is this stack's own, not a resend of the
+			// enclosing one's transport.
+			o.outer.NestedSend()
+		}
 	}
 	return c.Base.RoundTrip(req)
 }

@@ -39,6 +39,7 @@ type Trace struct {
 
 	injected atomic.Pointer[string] // the faults a chaos layer injected into the attempt, by kind; nil: none
 	held     atomic.Int64           // how long layers below held the attempt before sending it, in ns
+	nested   atomic.Int32           // sends a stack inside made beyond its first (NestedSend)
 
 	client   httptrace.ClientTrace
 	composed atomic.Bool // WithClientTrace changed client, or a composed copy reaches it: not pooled again
@@ -125,7 +126,15 @@ func (t *Trace) Reset() {
 	if t.held.Load() != 0 {
 		t.held.Store(0)
 	}
+	if t.nested.Load() != 0 {
+		t.nested.Store(0)
+	}
 }
+
+// NestedSend counts a send that a stack used inside this attempt's (as
+// its transport, say) made beyond its own first: that stack's retry or
+// hop, counted by it, not a resend of the transport's own here.
+func (t *Trace) NestedSend() { t.nested.Add(1) }
 
 // Hold records that a layer below held the attempt for d before sending
 // it.
@@ -189,4 +198,6 @@ func (t *Trace) Hops() int { return int(t.state.Load() >> 50) }
 
 // Transparent counts the sends beyond the first of the attempt that the
 // transport made on its own: hedges and redirect hops are not.
-func (t *Trace) Transparent() int { return max(t.Conns()-t.Hedges()-t.Hops()-1, 0) }
+func (t *Trace) Transparent() int {
+	return max(t.Conns()-t.Hedges()-t.Hops()-int(t.nested.Load())-1, 0)
+}
