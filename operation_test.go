@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
+	"github.com/retrystack/retrystack/redirect"
 	"github.com/retrystack/retrystack/telemetry"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -117,5 +121,46 @@ func TestRetryAboveRedirectCountsNoTransparentSends(t *testing.T) {
 				t.Errorf("span %q has a transparent-attempt event; the server saw one request per hop", sp.Name())
 			}
 		}
+	}
+}
+
+// With the retry layer below the redirect layer each hop is a run of its
+// own: ReportOf gives the last hop's report, and through it every hop's,
+// first to last (Report.Hops), as many as the sends.
+func TestReportOfCoversEveryHop(t *testing.T) {
+	var sends atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sends.Add(1)
+		switch r.URL.Path {
+		case "/a":
+			http.Redirect(w, r, "/b", http.StatusFound)
+		case "/b":
+			http.Redirect(w, r, "/c", http.StatusFound)
+		}
+	}))
+	defer srv.Close()
+	e, err := engine.New(engine.Config{Policy: policy.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := middleware.NewStack(redirect.Layer(redirect.Config{}), e.Layer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: st.Then(tr)}).Get(srv.URL + "/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var statuses []int
+	for _, h := range engine.ReportOf(resp).Hops() {
+		for _, a := range h.Attempts {
+			statuses = append(statuses, a.Status)
+		}
+	}
+	if !slices.Equal(statuses, []int{302, 302, 200}) || int(sends.Load()) != len(statuses) {
+		t.Fatalf("hops' attempts %v for %d sends; want [302 302 200], one per send", statuses, sends.Load())
 	}
 }

@@ -117,6 +117,11 @@ func (o *httpOp) roundTrip(req *http.Request, op *operation.Operation) (resp *ht
 		// and budget (middleware.Operation), and its attempts go out under
 		// the operation's context and trace, as they came.
 		defer func() { op.Unclaim(&o.owner, prev, err == nil) }()
+		if prev != nil {
+			if p, ok := prev.Layer.(*httpOp); ok {
+				o.rep.Previous = &p.rep // the hop before, behind a redirect layer above
+			}
+		}
 	} else {
 		// A retry layer inside another: its attempts need a trace of
 		// their own, composed with the operation's (the rarer way). Each

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +30,11 @@ type Report struct {
 	Stop         policy.StopReason // why the operation ended
 	Pitfalls     []Pitfall         // the pitfalls that fired, in order
 	Paced        []PacedWait       // the waits for a host that asked for no requests, in order
+	// Previous is the report of the retry layer's previous run within the
+	// same logical operation, nil for the first: behind a redirect layer
+	// above the retry layer, the hop before this one (each hop is a run
+	// of its own). Hops walks them.
+	Previous *Report
 	// Replayed: the final answer is one the server stored for an earlier
 	// attempt of this keyed request and sent again (Idempotent-Replayed):
 	// the write ran once, before.
@@ -130,6 +136,18 @@ func (r *Report) String() string {
 	return b.String()
 }
 
+// Hops returns the reports of r's logical operation, first to last: r's
+// Previous ones, then r. A retry layer with no redirect layer above it
+// runs once per operation: then it is r alone.
+func (r *Report) Hops() []*Report {
+	var hops []*Report
+	for h := r; h != nil; h = h.Previous {
+		hops = append(hops, h)
+	}
+	slices.Reverse(hops)
+	return hops
+}
+
 // TransparentAttempts is the total of physical sends the transport made on
 // its own, beyond the attempts the engine counted.
 func (r *Report) TransparentAttempts() int {
@@ -141,9 +159,10 @@ func (r *Report) TransparentAttempts() int {
 }
 
 // ReportOf returns the report of the retry layer that produced resp, or nil
-// if no retry layer handled it. Behind a redirect layer each hop is an
-// operation of its own for the retry layer, so this is the last hop's
-// report; hooks and telemetry see every hop.
+// if no retry layer handled it. Behind a redirect layer each hop is a run
+// of its own for the retry layer, so this is the last hop's report, with
+// the earlier hops' before it (Report.Previous, Report.Hops): together
+// the logical operation's whole story. Hooks and telemetry see every hop.
 func ReportOf(resp *http.Response) *Report {
 	if o, ok := operation.ResultOf(resp).(*httpOp); ok {
 		return o.report()
