@@ -9,6 +9,7 @@ import (
 	"github.com/retrystack/retrystack/cookiejar"
 	"github.com/retrystack/retrystack/crosslayer"
 	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/internal/configerr"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -71,9 +72,9 @@ type Config struct {
 func NewTransport(cfg Config) (http.RoundTripper, error) {
 	switch {
 	case cfg.Cookies != (cookiejar.Config{}):
-		return nil, &policy.ConfigError{Field: "Config.Cookies", Reason: "NewTransport keeps no cookies: set the Jar of the http.Client above it"}
+		return nil, &policy.ConfigError{Field: "retrystack.Config.Cookies", Reason: "NewTransport keeps no cookies: set the Jar of the http.Client above it"}
 	case cfg.Redirect.MaxHops != 0 || cfg.Redirect.Check != nil:
-		return nil, &policy.ConfigError{Field: "Config.Redirect", Reason: "NewTransport follows no redirects: set the CheckRedirect of the http.Client above it"}
+		return nil, &policy.ConfigError{Field: "retrystack.Config.Redirect", Reason: "NewTransport follows no redirects: set the CheckRedirect of the http.Client above it"}
 	}
 	e, err := newEngine(cfg)
 	if err != nil {
@@ -94,7 +95,7 @@ func NewTransport(cfg Config) (http.RoundTripper, error) {
 // Transport, which a stack has none of).
 func NewStack(cfg Config) (middleware.Stack, error) {
 	if cfg.Transport != nil {
-		return middleware.Stack{}, &policy.ConfigError{Field: "Config.Transport", Reason: "NewStack builds only the layers: pass the base to Stack.Then or retrystack.Client"}
+		return middleware.Stack{}, &policy.ConfigError{Field: "retrystack.Config.Transport", Reason: "NewStack builds only the layers: pass the base to Stack.Then or retrystack.Client"}
 	}
 	return newStack(cfg)
 }
@@ -104,8 +105,9 @@ func newStack(cfg Config) (middleware.Stack, error) {
 	if err != nil {
 		return middleware.Stack{}, err
 	}
-	return middleware.NewStack(withTelemetry(cfg.Telemetry,
+	s, err := middleware.NewStack(withTelemetry(cfg.Telemetry,
 		redirect.Layer(cfg.Redirect), cookiejar.Layer(cfg.Cookies), e.Layer())...)
+	return s, configerr.Rebase(err, "redirect.Config.", "retrystack.Config.Redirect.") // as the caller wrote it
 }
 
 func newEngine(cfg Config) (*engine.Engine, error) {
@@ -113,9 +115,10 @@ func newEngine(cfg Config) (*engine.Engine, error) {
 	if cfg.Policy != nil {
 		p = *cfg.Policy
 	}
-	return engine.New(engine.Config{Policy: p, Hooks: cfg.Hooks, FailOnExhausted: cfg.FailOnExhausted,
+	e, err := engine.New(engine.Config{Policy: p, Hooks: cfg.Hooks, FailOnExhausted: cfg.FailOnExhausted,
 		Prepare: cfg.Prepare, RefreshAuth: cfg.RefreshAuth, Routes: cfg.Routes, Signals: cfg.Signals,
 		ReplayLimit: cfg.ReplayLimit, ReplayTotal: cfg.ReplayTotal})
+	return e, configerr.Rebase(err, "engine.Config.", "retrystack.Config.") // the caller's Config has the engine's fields
 }
 
 // withTelemetry puts t's operation layer outermost and its attempt layer

@@ -3,12 +3,14 @@ package retrystack_test
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/breaker"
+	"github.com/retrystack/retrystack/engine"
 	"github.com/retrystack/retrystack/hedge"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
@@ -49,8 +51,8 @@ func TestConfigErrorsSayWhatToDo(t *testing.T) {
 		{"jitter", withPolicy(func(p *policy.Policy) { p.Backoff.Jitter = 7 }), "Backoff.Jitter", "7", "use JitterFull, JitterNone or JitterTenPercent"},
 		{"attempt timeout", withPolicy(func(p *policy.Policy) { p.AttemptTimeout = -time.Second }), "AttemptTimeout", "-1s", "0: no limit per attempt"},
 		{"replay limit", client(retrystack.Config{ReplayLimit: -1}), "ReplayLimit", "-1", "0: the default, 256 KiB"},
-		{"budget", second(policy.NewTPSBudget(time.Hour, 10, 0.2)), "Budget.TTL", "1h0m0s", "tower's: 10s"},
-		{"redirect hops", client(retrystack.Config{Redirect: redirect.Config{MaxHops: -2}}), "redirect.Config.MaxHops", "-2", "0: the default, 10"},
+		{"budget", second(policy.NewTPSBudget(time.Hour, 10, 0.2)), "policy.NewTPSBudget(ttl)", "1h0m0s", "tower's: 10s"},
+		{"redirect hops", client(retrystack.Config{Redirect: redirect.Config{MaxHops: -2}}), "retrystack.Config.Redirect.MaxHops", "-2", "0: the default, 10"},
 		{"breaker rate", layer(breaker.Layer(breaker.Config{Rate: 2})), "breaker.Config.Rate", "2", "between 0 and 1"},
 		{"breaker window", layer(breaker.Layer(breaker.Config{Window: -time.Second})), "breaker.Config.Window", "-1s", "0: the default, 10s"},
 		{"breaker probes", layer(breaker.Layer(breaker.Config{Probes: -1})), "breaker.Config.Probes", "-1", "0: the default, 1"},
@@ -59,7 +61,7 @@ func TestConfigErrorsSayWhatToDo(t *testing.T) {
 		{"hedge percentile", layer(hedge.Layer(hedge.Config{Percentile: 1.5})), "hedge.Config.Percentile", "1.5", "0: the default, 0.95"},
 		{"throttle K", layer(throttle.Layer(throttle.Config{K: 0.5})), "throttle.Config.K", "0.5", "0: the default, 2"},
 		{"NewTransport with a redirect policy", second(retrystack.NewTransport(retrystack.Config{Redirect: redirect.Config{MaxHops: 3}})),
-			"Config.Redirect", "", "set the CheckRedirect of the http.Client above it"},
+			"retrystack.Config.Redirect", "", "set the CheckRedirect of the http.Client above it"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,3 +82,26 @@ func TestConfigErrorsSayWhatToDo(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// Every ConfigError a constructor returns names its field one way: the
+// path from the value the caller passed, after its package and type.
+func TestConfigErrorFieldsSpelledOneWay(t *testing.T) {
+	spelled := regexp.MustCompile(`^(retrystack|engine|policy|hedge|breaker|throttle|redirect|limit|chaos|cookiejar|telemetry|http)\.(Config|Policy|Client|New[A-Za-z]+\([a-zA-Z]+\))(\.[A-Z][A-Za-z]*(\[\d+\])?)*$`)
+	_, tps := policy.NewTPSBudget(time.Hour, 10, 0.2)
+	_, earned := policy.NewEarnedBudget(2, 2)
+	zero := policy.Policy{}
+	_, eng := engine.New(engine.Config{Policy: policy.Default(), Routes: []engine.Route{{Name: "a", PathPrefix: "x"}}})
+	_, client := retrystack.NewClient(retrystack.Config{Policy: &zero})
+	_, stack := retrystack.NewStack(retrystack.Config{Redirect: redirect.Config{MaxHops: -1}})
+	_, hedged := middleware.NewStack(hedge.Layer(hedge.Config{Delay: -1}))
+	for _, err := range []error{tps, earned, zero.Validate(), eng, client, stack, hedged} {
+		ce, ok := errors.AsType[*policy.ConfigError](err)
+		if !ok {
+			t.Errorf("%v: not a *policy.ConfigError", err)
+			continue
+		}
+		if !spelled.MatchString(ce.Field) || !strings.HasPrefix(err.Error(), "retrystack: ") && !strings.Contains(err.Error(), ": retrystack: ") {
+			t.Errorf("field %q, error %q: want the path from the caller's value after its package and type", ce.Field, err)
+		}
+	}
+}

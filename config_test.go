@@ -62,38 +62,38 @@ func TestBadConfigIsATypedError(t *testing.T) {
 		build func() error
 		want  error // the type to match with errors.As; a ConfigError's Field is compared too
 	}{
-		{"negative attempts", withPolicy(func(p *policy.Policy) { p.MaxAttempts = -1 }), configErr("MaxAttempts")},
-		{"zero attempts", withPolicy(func(p *policy.Policy) { p.MaxAttempts = 0 }), configErr("MaxAttempts")},
-		{"attempts above the limit", withPolicy(func(p *policy.Policy) { p.MaxAttempts = 10_000 + 1 }), configErr("MaxAttempts")},
-		{"negative attempt timeout", withPolicy(func(p *policy.Policy) { p.AttemptTimeout = -time.Second }), configErr("AttemptTimeout")},
-		{"negative total timeout", withPolicy(func(p *policy.Policy) { p.Timeout = -1 }), configErr("Timeout")},
-		{"no classifier", withPolicy(func(p *policy.Policy) { p.Classify = nil }), configErr("Classify")},
-		{"negative backoff base", withPolicy(func(p *policy.Policy) { p.Backoff.Base = -1 }), configErr("Backoff.Base")},
-		{"negative backoff cap", withPolicy(func(p *policy.Policy) { p.Backoff.Cap = -1 }), configErr("Backoff.Cap")},
-		{"unknown jitter", withPolicy(func(p *policy.Policy) { p.Backoff.Jitter = 9 }), configErr("Backoff.Jitter")},
-		{"negative Retry-After max", withPolicy(func(p *policy.Policy) { p.RetryAfter.Max = -1 }), configErr("RetryAfter.Max")},
-		{"zero policy", withPolicy(func(p *policy.Policy) { *p = policy.Policy{} }), configErr("MaxAttempts")},
-		{"budget ratio below 0", budget(10*time.Second, 10, -0.1), configErr("Budget.Ratio")},
-		{"budget ratio above 1000", budget(10*time.Second, 10, 1000.5), configErr("Budget.Ratio")},
-		{"budget ratio NaN", budget(10*time.Second, 10, math.NaN()), configErr("Budget.Ratio")},
-		{"budget ratio infinite", budget(10*time.Second, 10, math.Inf(1)), configErr("Budget.Ratio")},
-		{"budget ttl under a second", budget(time.Millisecond, 10, 0.2), configErr("Budget.TTL")},
-		{"budget ttl over a minute", budget(time.Hour, 10, 0.2), configErr("Budget.TTL")},
-		{"negative budget reserve", budget(10*time.Second, -1, 0.2), configErr("Budget.MinPerSecond")},
+		{"negative attempts", withPolicy(func(p *policy.Policy) { p.MaxAttempts = -1 }), configErr("retrystack.Config.Policy.MaxAttempts")},
+		{"zero attempts", withPolicy(func(p *policy.Policy) { p.MaxAttempts = 0 }), configErr("retrystack.Config.Policy.MaxAttempts")},
+		{"attempts above the limit", withPolicy(func(p *policy.Policy) { p.MaxAttempts = 10_000 + 1 }), configErr("retrystack.Config.Policy.MaxAttempts")},
+		{"negative attempt timeout", withPolicy(func(p *policy.Policy) { p.AttemptTimeout = -time.Second }), configErr("retrystack.Config.Policy.AttemptTimeout")},
+		{"negative total timeout", withPolicy(func(p *policy.Policy) { p.Timeout = -1 }), configErr("retrystack.Config.Policy.Timeout")},
+		{"no classifier", withPolicy(func(p *policy.Policy) { p.Classify = nil }), configErr("retrystack.Config.Policy.Classify")},
+		{"negative backoff base", withPolicy(func(p *policy.Policy) { p.Backoff.Base = -1 }), configErr("retrystack.Config.Policy.Backoff.Base")},
+		{"negative backoff cap", withPolicy(func(p *policy.Policy) { p.Backoff.Cap = -1 }), configErr("retrystack.Config.Policy.Backoff.Cap")},
+		{"unknown jitter", withPolicy(func(p *policy.Policy) { p.Backoff.Jitter = 9 }), configErr("retrystack.Config.Policy.Backoff.Jitter")},
+		{"negative Retry-After max", withPolicy(func(p *policy.Policy) { p.RetryAfter.Max = -1 }), configErr("retrystack.Config.Policy.RetryAfter.Max")},
+		{"zero policy", withPolicy(func(p *policy.Policy) { *p = policy.Policy{} }), configErr("retrystack.Config.Policy.MaxAttempts")},
+		{"budget ratio below 0", budget(10*time.Second, 10, -0.1), configErr("policy.NewTPSBudget(ratio)")},
+		{"budget ratio above 1000", budget(10*time.Second, 10, 1000.5), configErr("policy.NewTPSBudget(ratio)")},
+		{"budget ratio NaN", budget(10*time.Second, 10, math.NaN()), configErr("policy.NewTPSBudget(ratio)")},
+		{"budget ratio infinite", budget(10*time.Second, 10, math.Inf(1)), configErr("policy.NewTPSBudget(ratio)")},
+		{"budget ttl under a second", budget(time.Millisecond, 10, 0.2), configErr("policy.NewTPSBudget(ttl)")},
+		{"budget ttl over a minute", budget(time.Hour, 10, 0.2), configErr("policy.NewTPSBudget(ttl)")},
+		{"negative budget reserve", budget(10*time.Second, -1, 0.2), configErr("policy.NewTPSBudget(minPerSec)")},
 		{"negative replay limit", func() error {
 			c, err := retrystack.NewClient(retrystack.Config{ReplayLimit: -1})
 			if c != nil {
 				return errors.New("a client came back")
 			}
 			return err
-		}, configErr("ReplayLimit")},
+		}, configErr("retrystack.Config.ReplayLimit")},
 		{"negative replay total", func() error {
 			c, err := retrystack.NewTransport(retrystack.Config{ReplayTotal: -1})
 			if c != nil {
 				return errors.New("a transport came back")
 			}
 			return err
-		}, configErr("ReplayTotal")},
+		}, configErr("retrystack.Config.ReplayTotal")},
 		{"negative redirect hops", func() error {
 			c, err := retrystack.NewClient(retrystack.Config{Redirect: redirect.Config{MaxHops: -1}})
 			if c != nil {
@@ -119,7 +119,7 @@ func TestBadConfigIsATypedError(t *testing.T) {
 		{"engine with a bad policy", func() error {
 			_, err := engine.New(engine.Config{Policy: policy.Policy{MaxAttempts: 1}})
 			return err
-		}, configErr("Classify")},
+		}, configErr("engine.Config.Policy.Classify")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

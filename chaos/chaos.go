@@ -124,7 +124,7 @@ func Layer(cfg Config) middleware.Layer {
 }
 
 func newChaos(cfg Config) (*chaos, error) {
-	bad := configerr.For("")
+	bad := configerr.For("chaos.Config.")
 	if cfg.Header != "" && !httpguts.ValidHeaderFieldName(cfg.Header) {
 		return nil, bad("Header", cfg.Header, "not a header name")
 	}

@@ -62,5 +62,5 @@ func ExampleLayer() {
 	// Output:
 	// retry → chaos → transport
 	// 200 success 2 attempts; 1 request at the server
-	// Faults: no fault can fire: none is configured
+	// chaos.Config.Faults: no fault can fire: none is configured
 }

@@ -259,11 +259,11 @@ func TestRoutes(t *testing.T) {
 
 func TestRoutesAreValidated(t *testing.T) {
 	_, err := New(Config{Policy: policy.Default(), Routes: []Route{{Name: "a", Policy: policy.Policy{}}}})
-	if ce, ok := err.(*policy.ConfigError); !ok || ce.Field != "Routes[0].Policy.MaxAttempts" {
+	if ce, ok := err.(*policy.ConfigError); !ok || ce.Field != "engine.Config.Routes[0].Policy.MaxAttempts" {
 		t.Errorf("zero route policy: %v", err)
 	}
 	_, err = New(Config{Policy: policy.Default(), Routes: []Route{{Name: "a", Policy: policy.Default()}, {Name: "a", Policy: policy.Default()}}})
-	if ce, ok := err.(*policy.ConfigError); !ok || ce.Field != "Routes[1].Name" {
+	if ce, ok := err.(*policy.ConfigError); !ok || ce.Field != "engine.Config.Routes[1].Name" {
 		t.Errorf("duplicate route name: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/retrystack/retrystack/crosslayer"
+	"github.com/retrystack/retrystack/internal/configerr"
 	"github.com/retrystack/retrystack/internal/protocol"
 	"github.com/retrystack/retrystack/internal/wire"
 	"github.com/retrystack/retrystack/policy"
@@ -89,15 +90,15 @@ type Engine struct {
 // New returns an engine for cfg, or the policy's *policy.ConfigError.
 func New(cfg Config) (*Engine, error) {
 	if err := cfg.Policy.Validate(); err != nil {
-		return nil, err
+		return nil, configerr.Rebase(err, "policy.Policy.", "engine.Config.Policy.")
 	}
 	switch {
 	case cfg.ReplayLimit < 0:
-		return nil, &policy.ConfigError{Field: "ReplayLimit", Value: cfg.ReplayLimit, Reason: "must not be negative (0: the default, 256 KiB)"}
+		return nil, &policy.ConfigError{Field: "engine.Config.ReplayLimit", Value: cfg.ReplayLimit, Reason: "must not be negative (0: the default, 256 KiB)"}
 	case cfg.ReplayLimit > 1<<30:
-		return nil, &policy.ConfigError{Field: "ReplayLimit", Value: cfg.ReplayLimit, Reason: "must be at most 1 GiB (0: the default, 256 KiB)"}
+		return nil, &policy.ConfigError{Field: "engine.Config.ReplayLimit", Value: cfg.ReplayLimit, Reason: "must be at most 1 GiB (0: the default, 256 KiB)"}
 	case cfg.ReplayTotal < 0:
-		return nil, &policy.ConfigError{Field: "ReplayTotal", Value: cfg.ReplayTotal, Reason: "must not be negative (0: the default, 16 MiB)"}
+		return nil, &policy.ConfigError{Field: "engine.Config.ReplayTotal", Value: cfg.ReplayTotal, Reason: "must not be negative (0: the default, 16 MiB)"}
 	}
 	layer := cfg.Layer
 	if layer == "" {
@@ -144,9 +145,9 @@ func checkSignals(s crosslayer.Signals, attempt, timeout, shouldRetry string) er
 		return nil
 	}
 	fields := [...]struct{ field, set, name string }{
-		{"Signals.Attempt", s.Attempt, attempt},
-		{"Signals.Timeout", s.Timeout, timeout},
-		{"Signals.ShouldRetry", s.ShouldRetry, shouldRetry},
+		{"engine.Config.Signals.Attempt", s.Attempt, attempt},
+		{"engine.Config.Signals.Timeout", s.Timeout, timeout},
+		{"engine.Config.Signals.ShouldRetry", s.ShouldRetry, shouldRetry},
 	}
 	for i, f := range fields {
 		if !httpguts.ValidHeaderFieldName(f.name) {

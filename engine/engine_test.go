@@ -600,7 +600,7 @@ func TestNewRejectsBadPolicy(t *testing.T) {
 	p.MaxAttempts = -1
 	_, err := New(Config{Policy: p})
 	var ce *policy.ConfigError
-	if !errors.As(err, &ce) || ce.Field != "MaxAttempts" {
+	if !errors.As(err, &ce) || ce.Field != "engine.Config.Policy.MaxAttempts" {
 		t.Errorf("New: %v, want a *policy.ConfigError for MaxAttempts", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/retrystack/retrystack/internal/configerr"
 	"github.com/retrystack/retrystack/policy"
 )
 
@@ -240,22 +241,19 @@ func newRoutes(base *Engine, rs []Route) ([]route, error) {
 	out := make([]route, 0, len(rs))
 	for i, r := range rs {
 		if err := r.Policy.Validate(); err != nil {
-			if ce, ok := err.(*policy.ConfigError); ok {
-				ce.Field = fmt.Sprintf("Routes[%d].Policy.%s", i, ce.Field)
-			}
-			return nil, err
+			return nil, configerr.Rebase(err, "policy.Policy.", fmt.Sprintf("engine.Config.Routes[%d].Policy.", i))
 		}
 		switch {
 		case r.PathPrefix != "" && !strings.HasPrefix(r.PathPrefix, "/"):
-			return nil, &policy.ConfigError{Field: fmt.Sprintf("Routes[%d].PathPrefix", i), Value: r.PathPrefix, Reason: `must start with "/"`}
+			return nil, &policy.ConfigError{Field: fmt.Sprintf("engine.Config.Routes[%d].PathPrefix", i), Value: r.PathPrefix, Reason: `must start with "/"`}
 		case r.PathPrefix != "" && !isClean(r.PathPrefix):
-			return nil, &policy.ConfigError{Field: fmt.Sprintf("Routes[%d].PathPrefix", i), Value: r.PathPrefix, Reason: `must be clean (no "//", "/./" or "/../", no "/." or "/.." at its end): a server routes by clean paths`}
+			return nil, &policy.ConfigError{Field: fmt.Sprintf("engine.Config.Routes[%d].PathPrefix", i), Value: r.PathPrefix, Reason: `must be clean (no "//", "/./" or "/../", no "/." or "/.." at its end): a server routes by clean paths`}
 		case r.Method != "" && r.Method != strings.ToUpper(r.Method):
-			return nil, &policy.ConfigError{Field: fmt.Sprintf("Routes[%d].Method", i), Value: r.Method, Reason: "must be in capitals, as net/http sends it"}
+			return nil, &policy.ConfigError{Field: fmt.Sprintf("engine.Config.Routes[%d].Method", i), Value: r.Method, Reason: "must be in capitals, as net/http sends it"}
 		}
 		for _, prev := range rs[:i] {
 			if r.Name != "" && prev.Name == r.Name {
-				return nil, &policy.ConfigError{Field: fmt.Sprintf("Routes[%d].Name", i), Value: r.Name, Reason: "used by an earlier route"}
+				return nil, &policy.ConfigError{Field: fmt.Sprintf("engine.Config.Routes[%d].Name", i), Value: r.Name, Reason: "used by an earlier route"}
 			}
 		}
 		e := *base

@@ -273,7 +273,7 @@ func TestRouteHostTrailingDot(t *testing.T) {
 func TestRoutePathPrefixMustBeClean(t *testing.T) {
 	for _, p := range []string{"/a//b", "//", "//a", "/a/./b", "/a/../b", "/a/.", "/a/..", "/.", "/..", "/./", "/../", "/a/b/.", "payments/", "."} {
 		_, err := New(Config{Policy: policy.Default(), Routes: []Route{{Name: "a", Policy: policy.Default()}, {PathPrefix: p, Policy: policy.Default()}}})
-		if ce, ok := err.(*policy.ConfigError); !ok || ce.Field != "Routes[1].PathPrefix" || ce.Value != p {
+		if ce, ok := err.(*policy.ConfigError); !ok || ce.Field != "engine.Config.Routes[1].PathPrefix" || ce.Value != p {
 			t.Errorf("PathPrefix %q: error %v, want a *policy.ConfigError for Routes[1].PathPrefix", p, err)
 		}
 	}

@@ -21,11 +21,11 @@ func TestBadSignals(t *testing.T) {
 		signals crosslayer.Signals
 		field   string
 	}{
-		{crosslayer.Signals{Timeout: "Deadline Ms"}, "Signals.Timeout"},
-		{crosslayer.Signals{Attempt: "X-Attempt:"}, "Signals.Attempt"},
-		{crosslayer.Signals{ShouldRetry: "é"}, "Signals.ShouldRetry"},
-		{crosslayer.Signals{Attempt: "x-retry", Timeout: "X-Retry"}, "Signals.Timeout"},
-		{crosslayer.Signals{ShouldRetry: "Retrystack-Attempt"}, "Signals.ShouldRetry"},
+		{crosslayer.Signals{Timeout: "Deadline Ms"}, "engine.Config.Signals.Timeout"},
+		{crosslayer.Signals{Attempt: "X-Attempt:"}, "engine.Config.Signals.Attempt"},
+		{crosslayer.Signals{ShouldRetry: "é"}, "engine.Config.Signals.ShouldRetry"},
+		{crosslayer.Signals{Attempt: "x-retry", Timeout: "X-Retry"}, "engine.Config.Signals.Timeout"},
+		{crosslayer.Signals{ShouldRetry: "Retrystack-Attempt"}, "engine.Config.Signals.ShouldRetry"},
 	} {
 		_, err := engine.New(engine.Config{Policy: policy.Default(), Signals: tc.signals})
 		var ce *policy.ConfigError

@@ -121,7 +121,7 @@ func (l *Limiter) Instrument(mp metric.MeterProvider) (metric.Registration, erro
 // New returns a concurrency limit for cfg, to wrap into stacks (Layer) and
 // to read (Limit), or a *policy.ConfigError naming a bad field.
 func New(cfg Config) (*Limiter, error) {
-	bad := configerr.For("")
+	bad := configerr.For("limit.Config.")
 	switch {
 	case cfg.Limit <= 0:
 		return nil, bad("Limit", cfg.Limit, "must be at least 1 (the most requests in flight per key)")

@@ -28,16 +28,16 @@ func TestConfigErrors(t *testing.T) {
 		cfg   limit.Config
 		field string
 	}{
-		{limit.Config{}, "Limit"},
-		{limit.Config{Limit: -1}, "Limit"},
-		{limit.Config{Limit: 4, MinLimit: 2}, "MinLimit"},
-		{limit.Config{Limit: 4, MaxLimit: 8}, "MaxLimit"},
-		{limit.Config{Limit: 4, Adaptive: true, MinLimit: -1}, "MinLimit"},
-		{limit.Config{Limit: 4, Adaptive: true, MaxLimit: -1}, "MaxLimit"},
-		{limit.Config{Limit: 4, Adaptive: true, MinLimit: 9, MaxLimit: 8}, "MinLimit"},
-		{limit.Config{Limit: 10, Adaptive: true, MaxLimit: 8}, "Limit"},
-		{limit.Config{Limit: 1, Adaptive: true, MinLimit: 2}, "Limit"},
-		{limit.Config{Limit: 1, MaxKeys: -1}, "MaxKeys"},
+		{limit.Config{}, "limit.Config.Limit"},
+		{limit.Config{Limit: -1}, "limit.Config.Limit"},
+		{limit.Config{Limit: 4, MinLimit: 2}, "limit.Config.MinLimit"},
+		{limit.Config{Limit: 4, MaxLimit: 8}, "limit.Config.MaxLimit"},
+		{limit.Config{Limit: 4, Adaptive: true, MinLimit: -1}, "limit.Config.MinLimit"},
+		{limit.Config{Limit: 4, Adaptive: true, MaxLimit: -1}, "limit.Config.MaxLimit"},
+		{limit.Config{Limit: 4, Adaptive: true, MinLimit: 9, MaxLimit: 8}, "limit.Config.MinLimit"},
+		{limit.Config{Limit: 10, Adaptive: true, MaxLimit: 8}, "limit.Config.Limit"},
+		{limit.Config{Limit: 1, Adaptive: true, MinLimit: 2}, "limit.Config.Limit"},
+		{limit.Config{Limit: 1, MaxKeys: -1}, "limit.Config.MaxKeys"},
 	} {
 		_, err := middleware.NewStack(limit.Layer(tc.cfg))
 		ce, ok := errors.AsType[*policy.ConfigError](err)

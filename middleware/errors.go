@@ -9,11 +9,14 @@ import (
 // invalid layer, a name used twice, or a name the stack does not have.
 type LayerError struct {
 	Name   string // the layer's name
-	Reason string // what is wrong with it, e.g. "duplicate name"
+	Reason string // what is wrong with it, e.g. "duplicate name"; Err's text when Err is set
 	Err    error  // the layer's own Layer.Err when that is what is wrong (a *policy.ConfigError); nil otherwise
 }
 
 func (e *LayerError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("middleware: layer %q: %v", e.Name, e.Err) // as it reads now: a caller may have renamed its field (the path from its own Config)
+	}
 	return fmt.Sprintf("middleware: layer %q: %s", e.Name, e.Reason)
 }
 

@@ -76,15 +76,15 @@ const maxMinPerSec = 1_000_000
 func NewTPSBudget(ttl time.Duration, minPerSec int, ratio float64) (Budget, error) {
 	switch {
 	case ttl < time.Second || ttl > time.Minute:
-		return nil, &ConfigError{Field: "Budget.TTL", Value: ttl, Reason: "must be between 1s and 1m (tower's: 10s)"}
+		return nil, &ConfigError{Field: "policy.NewTPSBudget(ttl)", Value: ttl, Reason: "must be between 1s and 1m (tower's: 10s)"}
 	case minPerSec < 0 || minPerSec > maxMinPerSec:
-		return nil, &ConfigError{Field: "Budget.MinPerSecond", Value: minPerSec, Reason: "must be between 0 and 1000000 (tower's: 10): a reserve of more retries a second than any client sends never refuses one"}
+		return nil, &ConfigError{Field: "policy.NewTPSBudget(minPerSec)", Value: minPerSec, Reason: "must be between 0 and 1000000 (tower's: 10): a reserve of more retries a second than any client sends never refuses one"}
 	case !(ratio >= 0 && ratio <= 1000): // also rejects NaN
-		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be between 0 and 1000 (0.2: retries add at most 20 % load)"}
+		return nil, &ConfigError{Field: "policy.NewTPSBudget(ratio)", Value: ratio, Reason: "must be between 0 and 1000 (0.2: retries add at most 20 % load)"}
 	case ratio > 0 && ratio < minBudgetRatio:
-		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be 0 (only the reserve) or at least 1e-6"}
+		return nil, &ConfigError{Field: "policy.NewTPSBudget(ratio)", Value: ratio, Reason: "must be 0 (only the reserve) or at least 1e-6"}
 	case ratio == 0 && minPerSec == 0:
-		return nil, &ConfigError{Field: "Budget.MinPerSecond", Value: minPerSec, Reason: "must be above 0 when Budget.Ratio is 0: with neither a reserve nor a ratio the budget never allows a retry (set Policy.MaxAttempts to 1 for that)"}
+		return nil, &ConfigError{Field: "policy.NewTPSBudget(minPerSec)", Value: minPerSec, Reason: "must be above 0 when ratio is 0: with neither a reserve nor a ratio the budget never allows a retry (set Policy.MaxAttempts to 1 for that)"}
 	}
 	return newTPSBudget(ttl, minPerSec, ratio), nil
 }
@@ -275,13 +275,13 @@ const unit = 1_000_000
 func NewEarnedBudget(ratio float64, burst int) (Budget, error) {
 	switch {
 	case ratio > 1:
-		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be at most 1 (Default's: 0.2): more than one retry per success allows more retries than successes"}
+		return nil, &ConfigError{Field: "policy.NewEarnedBudget(ratio)", Value: ratio, Reason: "must be at most 1 (Default's: 0.2): more than one retry per success allows more retries than successes"}
 	case !(ratio >= minBudgetRatio): // also rejects NaN
-		return nil, &ConfigError{Field: "Budget.Ratio", Value: ratio, Reason: "must be at least 1e-6 (Default's: 0.2): a budget that earns nothing never allows a retry (set Policy.MaxAttempts to 1 for that)"}
+		return nil, &ConfigError{Field: "policy.NewEarnedBudget(ratio)", Value: ratio, Reason: "must be at least 1e-6 (Default's: 0.2): a budget that earns nothing never allows a retry (set Policy.MaxAttempts to 1 for that)"}
 	case burst < 1:
-		return nil, &ConfigError{Field: "Budget.Burst", Value: burst, Reason: "must be at least 1 (Default's: 2): a stock below one retry never allows one"}
+		return nil, &ConfigError{Field: "policy.NewEarnedBudget(burst)", Value: burst, Reason: "must be at least 1 (Default's: 2): a stock below one retry never allows one"}
 	case burst > maxBurst:
-		return nil, &ConfigError{Field: "Budget.Burst", Value: burst, Reason: "must be at most 1000 (Default's: 2): a larger stock lets each client of a fleet spend more retries at once than a slow service can absorb"}
+		return nil, &ConfigError{Field: "policy.NewEarnedBudget(burst)", Value: burst, Reason: "must be at most 1000 (Default's: 2): a larger stock lets each client of a fleet spend more retries at once than a slow service can absorb"}
 	}
 	return newEarnedBudget(ratio, burst), nil
 }

@@ -144,14 +144,14 @@ func TestNewBudgetRejects(t *testing.T) {
 		ratio     float64
 		field     string
 	}{
-		{999 * time.Millisecond, 10, 0.2, "Budget.TTL"},
-		{61 * time.Second, 10, 0.2, "Budget.TTL"},
-		{10 * time.Second, -1, 0.2, "Budget.MinPerSecond"},
-		{10 * time.Second, 10, -0.1, "Budget.Ratio"},
-		{10 * time.Second, 10, 1000.5, "Budget.Ratio"},
-		{10 * time.Second, 10, math.NaN(), "Budget.Ratio"},
-		{10 * time.Second, 0, 0, "Budget.MinPerSecond"},           // never allows a retry
-		{10 * time.Second, 1_000_001, 0.2, "Budget.MinPerSecond"}, // never refuses one
+		{999 * time.Millisecond, 10, 0.2, "policy.NewTPSBudget(ttl)"},
+		{61 * time.Second, 10, 0.2, "policy.NewTPSBudget(ttl)"},
+		{10 * time.Second, -1, 0.2, "policy.NewTPSBudget(minPerSec)"},
+		{10 * time.Second, 10, -0.1, "policy.NewTPSBudget(ratio)"},
+		{10 * time.Second, 10, 1000.5, "policy.NewTPSBudget(ratio)"},
+		{10 * time.Second, 10, math.NaN(), "policy.NewTPSBudget(ratio)"},
+		{10 * time.Second, 0, 0, "policy.NewTPSBudget(minPerSec)"},           // never allows a retry
+		{10 * time.Second, 1_000_001, 0.2, "policy.NewTPSBudget(minPerSec)"}, // never refuses one
 	}
 	for _, tt := range tests {
 		_, err := NewTPSBudget(tt.ttl, tt.minPerSec, tt.ratio)
@@ -189,7 +189,7 @@ func BenchmarkBudgetParallel(b *testing.B) {
 func TestTinyRatioIsRefused(t *testing.T) {
 	for _, r := range []float64{1e-30, 1e-7, math.SmallestNonzeroFloat64} {
 		var ce *ConfigError
-		if _, err := NewTPSBudget(10*time.Second, 10, r); !errors.As(err, &ce) || ce.Field != "Budget.Ratio" {
+		if _, err := NewTPSBudget(10*time.Second, 10, r); !errors.As(err, &ce) || ce.Field != "policy.NewTPSBudget(ratio)" {
 			t.Errorf("ratio %g: %v, want a *ConfigError", r, err)
 		}
 	}
@@ -399,12 +399,12 @@ func TestNewEarnedBudgetRejects(t *testing.T) {
 		field string
 		bound string // the bound the value broke, as the error names it
 	}{
-		{0, 2, "Budget.Ratio", "at least 1e-6"},
-		{1.5, 2, "Budget.Ratio", "at most 1 "},
-		{math.NaN(), 2, "Budget.Ratio", "at least 1e-6"},
-		{1e-7, 2, "Budget.Ratio", "at least 1e-6"},
-		{0.2, 0, "Budget.Burst", "at least 1 "},
-		{0.2, 1001, "Budget.Burst", "at most 1000 "},
+		{0, 2, "policy.NewEarnedBudget(ratio)", "at least 1e-6"},
+		{1.5, 2, "policy.NewEarnedBudget(ratio)", "at most 1 "},
+		{math.NaN(), 2, "policy.NewEarnedBudget(ratio)", "at least 1e-6"},
+		{1e-7, 2, "policy.NewEarnedBudget(ratio)", "at least 1e-6"},
+		{0.2, 0, "policy.NewEarnedBudget(burst)", "at least 1 "},
+		{0.2, 1001, "policy.NewEarnedBudget(burst)", "at most 1000 "},
 	}
 	for _, tt := range tests {
 		_, err := NewEarnedBudget(tt.ratio, tt.burst)

@@ -83,5 +83,5 @@ func ExampleDefault() {
 	fmt.Println(zero.Validate())
 	// Output:
 	// default 3 100ms 8s 10s <nil>
-	// policy: MaxAttempts = 0: a Policy built from its zero value retries nothing and is invalid: start from policy.Default() (or policy.Never()) and change fields, e.g. p := policy.Default(); p.Timeout = 10 * time.Second
+	// retrystack: policy.Policy.MaxAttempts = 0: a Policy built from its zero value retries nothing and is invalid: start from policy.Default() (or policy.Never()) and change fields, e.g. p := policy.Default(); p.Timeout = 10 * time.Second
 }

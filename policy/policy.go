@@ -169,7 +169,12 @@ const (
 
 // ConfigError reports an invalid configuration field: a policy's, a
 // layer's, or a setting an entry point of package retrystack cannot honour
-// (a Config field, or a field of the *http.Client it returned).
+// (a Config field, or a field of the *http.Client it returned). Field is
+// spelled one way everywhere: the field's path from the value the caller
+// passed, after that value's package and type, e.g.
+// "retrystack.Config.Policy.MaxAttempts", "engine.Config.Routes[1].PathPrefix",
+// "hedge.Config.Delay", "policy.Policy.Backoff.Cap" (from Validate); a
+// constructor's argument is "policy.NewEarnedBudget(ratio)".
 type ConfigError struct {
 	Field  string
 	Value  any
@@ -180,13 +185,13 @@ func (e *ConfigError) Error() string {
 	if e.Value == nil {
 		return "retrystack: " + e.Field + ": " + e.Reason // a setting, not a value
 	}
-	return fmt.Sprintf("policy: %s = %v: %s", e.Field, e.Value, e.Reason)
+	return fmt.Sprintf("retrystack: %s = %v: %s", e.Field, e.Value, e.Reason)
 }
 
 // Validate reports the first invalid field as a *ConfigError.
 func (p *Policy) Validate() error {
 	bad := func(field string, value any, reason string) error {
-		return &ConfigError{Field: field, Value: value, Reason: reason}
+		return &ConfigError{Field: "policy.Policy." + field, Value: value, Reason: reason}
 	}
 	switch {
 	case p.MaxAttempts == 0 && p.Classify == nil:

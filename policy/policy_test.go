@@ -214,14 +214,14 @@ func TestValidate(t *testing.T) {
 		edit func(*policy.Policy)
 		want *policy.ConfigError
 	}{
-		{func(p *policy.Policy) { p.MaxAttempts = 0 }, &policy.ConfigError{Field: "MaxAttempts", Value: 0, Reason: "must be between 1 and 10000 (1 never retries; policy.Default() has 3)"}},
-		{func(p *policy.Policy) { p.MaxAttempts = -3 }, &policy.ConfigError{Field: "MaxAttempts", Value: -3, Reason: "must be between 1 and 10000 (1 never retries; policy.Default() has 3)"}},
-		{func(p *policy.Policy) { p.AttemptTimeout = -1 }, &policy.ConfigError{Field: "AttemptTimeout", Value: time.Duration(-1), Reason: "must not be negative (0: no limit per attempt)"}},
-		{func(p *policy.Policy) { p.Timeout = -time.Second }, &policy.ConfigError{Field: "Timeout", Value: -time.Second, Reason: "must not be negative (0: only the caller's context bounds the operation)"}},
-		{func(p *policy.Policy) { p.Classify = nil }, &policy.ConfigError{Field: "Classify", Reason: "required: assign a Rules value's Classify method, or start from policy.Default() or policy.Never()"}},
-		{func(p *policy.Policy) { p.Backoff.Base = -1 }, &policy.ConfigError{Field: "Backoff.Base", Value: time.Duration(-1), Reason: "must not be negative (0: no wait between attempts)"}},
-		{func(p *policy.Policy) { p.Backoff.Jitter = 9 }, &policy.ConfigError{Field: "Backoff.Jitter", Value: policy.Jitter(9), Reason: "unknown jitter: use JitterFull, JitterNone or JitterTenPercent"}},
-		{func(p *policy.Policy) { p.RetryAfter.Max = -1 }, &policy.ConfigError{Field: "RetryAfter.Max", Value: time.Duration(-1), Reason: "must not be negative (0: only the deadline limits a hint)"}},
+		{func(p *policy.Policy) { p.MaxAttempts = 0 }, &policy.ConfigError{Field: "policy.Policy.MaxAttempts", Value: 0, Reason: "must be between 1 and 10000 (1 never retries; policy.Default() has 3)"}},
+		{func(p *policy.Policy) { p.MaxAttempts = -3 }, &policy.ConfigError{Field: "policy.Policy.MaxAttempts", Value: -3, Reason: "must be between 1 and 10000 (1 never retries; policy.Default() has 3)"}},
+		{func(p *policy.Policy) { p.AttemptTimeout = -1 }, &policy.ConfigError{Field: "policy.Policy.AttemptTimeout", Value: time.Duration(-1), Reason: "must not be negative (0: no limit per attempt)"}},
+		{func(p *policy.Policy) { p.Timeout = -time.Second }, &policy.ConfigError{Field: "policy.Policy.Timeout", Value: -time.Second, Reason: "must not be negative (0: only the caller's context bounds the operation)"}},
+		{func(p *policy.Policy) { p.Classify = nil }, &policy.ConfigError{Field: "policy.Policy.Classify", Reason: "required: assign a Rules value's Classify method, or start from policy.Default() or policy.Never()"}},
+		{func(p *policy.Policy) { p.Backoff.Base = -1 }, &policy.ConfigError{Field: "policy.Policy.Backoff.Base", Value: time.Duration(-1), Reason: "must not be negative (0: no wait between attempts)"}},
+		{func(p *policy.Policy) { p.Backoff.Jitter = 9 }, &policy.ConfigError{Field: "policy.Policy.Backoff.Jitter", Value: policy.Jitter(9), Reason: "unknown jitter: use JitterFull, JitterNone or JitterTenPercent"}},
+		{func(p *policy.Policy) { p.RetryAfter.Max = -1 }, &policy.ConfigError{Field: "policy.Policy.RetryAfter.Max", Value: time.Duration(-1), Reason: "must not be negative (0: only the deadline limits a hint)"}},
 	}
 	for _, tt := range tests {
 		p := policy.Default()
@@ -243,7 +243,7 @@ func TestValidate(t *testing.T) {
 func TestZeroPolicyPointsAtDefault(t *testing.T) {
 	for _, p := range []policy.Policy{{}, {Timeout: 10 * time.Second}, {Name: "mine", Backoff: policy.Backoff{Base: time.Second}}} {
 		err := p.Validate()
-		want := "policy: MaxAttempts = 0: a Policy built from its zero value retries nothing and is invalid: " +
+		want := "retrystack: policy.Policy.MaxAttempts = 0: a Policy built from its zero value retries nothing and is invalid: " +
 			"start from policy.Default() (or policy.Never()) and change fields, e.g. p := policy.Default(); p.Timeout = 10 * time.Second"
 		if err == nil || err.Error() != want {
 			t.Errorf("%+v: Validate() = %v, want %s", p, err, want)
