@@ -1,6 +1,9 @@
 package retrystack_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -143,6 +146,64 @@ func TestArchitectureListsTheLayers(t *testing.T) {
 				!slices.Contains(listed, dir) {
 				t.Errorf("%s has a layer; docs/architecture.md's Layout does not list it among the layers", dir)
 			}
+		}
+	}
+}
+
+// constValues are the string values of the constants of type typ declared
+// in file: the list the code holds.
+func constValues(t *testing.T, file, typ string) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, sp := range g.Specs {
+			vs := sp.(*ast.ValueSpec)
+			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != typ {
+				continue
+			}
+			for _, v := range vs.Values {
+				if lit, ok := v.(*ast.BasicLit); ok {
+					out = append(out, strings.Trim(lit.Value, `"`))
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no %s constants in %s", typ, file)
+	}
+	return out
+}
+
+// docs/telemetry.md's table of stop reasons has a row for every
+// policy.StopReason, and the pitfalls are each in docs/pitfalls.md and in
+// the telemetry events table's pitfall names: lists a reader relies on
+// come from the code.
+func TestDocsListStopReasonsAndPitfalls(t *testing.T) {
+	stops := section(t, "docs/telemetry.md", "## Stop reasons")
+	for _, s := range constValues(t, "policy/decision.go", "StopReason") {
+		if !strings.Contains(stops, "| `"+s+"` |") {
+			t.Errorf("docs/telemetry.md's Stop reasons has no row for %s", s)
+		}
+	}
+	events := section(t, "docs/telemetry.md", "## Events")
+	pitfalls, err := os.ReadFile("docs/pitfalls.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range constValues(t, "engine/report.go", "Pitfall") {
+		if !strings.Contains(events, "`"+p+"`") {
+			t.Errorf("docs/telemetry.md's events table does not name the pitfall %s", p)
+		}
+		if !strings.Contains(string(pitfalls), "`"+p+"`") {
+			t.Errorf("docs/pitfalls.md does not name the pitfall %s", p)
 		}
 	}
 }
