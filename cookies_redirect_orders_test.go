@@ -34,13 +34,13 @@ func (p *pitfallNames) Observe(e middleware.Event) {
 	}
 }
 
-// With the cookie layer above the redirect layer (and the retry layer
-// between them, or below both), a cookie a redirect hop sets reaches the
-// jar, as net/http's Client stores every hop's; with
-// DropDiscarded it is named in a cookie-lost pitfall. (The hops after it
-// do not carry it: the cookie layer adds cookies once, to the request it
-// is given.)
-func TestCookieOfARedirectHopAboveTheRedirectLayer(t *testing.T) {
+// In every order of the cookie, redirect and retry layers a cookie a
+// redirect hop sets reaches the jar, as net/http's Client stores every
+// hop's; with the cookie layer above the redirect layer and DropDiscarded
+// it is named in a cookie-lost pitfall instead. (Above the redirect layer
+// the hops after it do not carry it: the cookie layer adds cookies once,
+// to the request it is given.)
+func TestCookieOfARedirectHopInEveryOrder(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/login":
@@ -54,10 +54,21 @@ func TestCookieOfARedirectHopAboveTheRedirectLayer(t *testing.T) {
 	}))
 	defer srv.Close()
 	for _, c := range []struct {
-		retryAbove bool
-		drop       bool
-	}{{false, false}, {false, true}, {true, false}, {true, true}} {
-		drop := c.drop
+		order []string
+		drop  bool
+	}{
+		{[]string{"redirect", "cookies", "retry"}, false}, {[]string{"redirect", "cookies", "retry"}, true},
+		{[]string{"redirect", "retry", "cookies"}, false}, {[]string{"redirect", "retry", "cookies"}, true},
+		{[]string{"retry", "redirect", "cookies"}, false}, {[]string{"retry", "redirect", "cookies"}, true},
+		{[]string{"retry", "cookies", "redirect"}, false}, {[]string{"retry", "cookies", "redirect"}, true},
+		{[]string{"cookies", "redirect", "retry"}, false}, {[]string{"cookies", "redirect", "retry"}, true},
+		{[]string{"cookies", "retry", "redirect"}, false}, {[]string{"cookies", "retry", "redirect"}, true},
+	} {
+		// A hop's response passes through a cookie layer below the
+		// redirect layer, which stores its cookies whatever DropDiscarded
+		// says; above it, DropDiscarded names them lost instead.
+		above := slices.Index(c.order, "cookies") < slices.Index(c.order, "redirect")
+		drop := c.drop && above
 		jar := cookiejar.NewJar()
 		e, err := engine.New(engine.Config{Policy: policy.Default()})
 		if err != nil {
@@ -71,9 +82,11 @@ func TestCookieOfARedirectHopAboveTheRedirectLayer(t *testing.T) {
 				return next.RoundTrip(req)
 			})
 		}}
-		layers := []middleware.Layer{watch, cookiejar.Layer(cookiejar.Config{Jar: jar, DropDiscarded: drop}), redirect.Layer(redirect.Config{}), e.Layer()}
-		if c.retryAbove { // cookies → retry → redirect
-			layers[2], layers[3] = layers[3], layers[2]
+		byName := map[string]middleware.Layer{"cookies": cookiejar.Layer(cookiejar.Config{Jar: jar, DropDiscarded: c.drop}),
+			"redirect": redirect.Layer(redirect.Config{}), "retry": e.Layer()}
+		layers := []middleware.Layer{watch}
+		for _, n := range c.order {
+			layers = append(layers, byName[n])
 		}
 		st, err := middleware.NewStack(layers...)
 		if err != nil {
