@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/cookiejar"
+	"github.com/retrystack/retrystack/engine"
+	"github.com/retrystack/retrystack/hedge"
 	"github.com/retrystack/retrystack/internal/testkit/faultserver"
 	"github.com/retrystack/retrystack/internal/testkit/presets"
 	"github.com/retrystack/retrystack/middleware"
@@ -455,5 +458,47 @@ func TestOperationCountsHiddenSends(t *testing.T) {
 				t.Errorf("resends recorded %d, want 1", resends)
 			}
 		})
+	}
+}
+
+// Under a hedge, every physical send is counted: the operation's
+// retrystack.attempts is never under the streams the server saw, whether
+// the hedge fired before net/http resent the refused stream or not at
+// all; it is over by at most the one hedge, which counts when it is handed
+// to the transport even if it is cancelled before its stream opens.
+func TestHiddenSendsUnderAHedgeCounted(t *testing.T) {
+	rec, _, tel := instrumented(t)
+	h2, err := faultserver.NewH2(faultserver.H2Config{Faults: []faultserver.H2Fault{faultserver.H2Refuse}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close()
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	defer tr.CloseIdleConnections()
+	e, err := engine.New(engine.Config{Policy: policy.Never()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := middleware.NewStack(tel.Operation(), e.Layer(), hedge.Layer(hedge.Config{Delay: time.Microsecond}), tel.Attempt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: st.Then(tr)}).Get(h2.URL() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	tr.CloseIdleConnections() // the losing hedge's stream is over
+	attempts := ""
+	for _, s := range rec.Ended() {
+		if v, ok := attr(s, "retrystack.attempts"); ok {
+			attempts = v
+		}
+	}
+	n, _ := strconv.Atoi(attempts)
+	if streams := int(h2.Streams()); n < streams || n > streams+1 {
+		t.Errorf("retrystack.attempts = %s, the server saw %d streams", attempts, streams)
 	}
 }
