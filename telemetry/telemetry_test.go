@@ -371,19 +371,23 @@ func TestTransparentAttemptEvent(t *testing.T) {
 
 // The operation span's retrystack.attempts and the resends metric count
 // every physical send, a resend net/http made on its own included: a
-// refused HTTP/2 stream it resent, a GET on a reused HTTP/1.1 connection
-// the server closed unanswered. (Issue 46: 1 attempt, 0 resends, while
+// refused HTTP/2 stream it resent, one under a GOAWAY, a GET on a reused
+// HTTP/1.1 connection the server closed unanswered. (Issue 46: 1 attempt, 0 resends, while
 // the server saw 2.)
 func TestOperationCountsHiddenSends(t *testing.T) {
-	for _, proto := range []string{"h2c", "http1"} {
+	for _, proto := range []string{"h2c", "h2c-goaway", "http1"} {
 		t.Run(proto, func(t *testing.T) {
 			rec, reader, tel := instrumented(t)
 			tr := &http.Transport{}
 			defer tr.CloseIdleConnections()
 			var url string
 			var served func() int
-			if proto == "h2c" {
-				h2, err := faultserver.NewH2(faultserver.H2Config{Faults: []faultserver.H2Fault{faultserver.H2Refuse}})
+			if proto != "http1" {
+				fault := faultserver.H2Refuse
+				if proto == "h2c-goaway" {
+					fault = faultserver.H2GoAway // a GOAWAY below the stream: net/http sends it again on a new connection
+				}
+				h2, err := faultserver.NewH2(faultserver.H2Config{Faults: []faultserver.H2Fault{fault}})
 				if err != nil {
 					t.Fatal(err)
 				}
