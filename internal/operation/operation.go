@@ -342,8 +342,12 @@ func (s *Started) Init(req *http.Request, counted bool) *http.Request {
 		s.op.flags.Store(flagCounted)
 	}
 	s.op.trace = wire.GetTrace()
-	if From(parent) != nil {
-		s.op.outer = TraceOf(parent) // the enclosing operation's attempt: this one runs inside another
+	if o := From(parent); o != nil && o.flags.Load()&flagEnded == 0 {
+		// The enclosing operation's attempt: this one runs inside another
+		// (a stack as another's transport, a Prepare's token request). An
+		// operation that has ended (a request made with the context of a
+		// response it returned) has given its trace back to the pool.
+		s.op.outer = TraceOf(parent)
 	}
 	s.ctx = Context{Context: parent, traced: s.op.trace.With(parent), op: &s.op}
 	s.req = *req.WithContext(&s.ctx) // WithContext's copy stays on the stack

@@ -125,3 +125,24 @@ func TestObservers(t *testing.T) {
 		t.Fatalf("observers %v, want 0..4 in order", got)
 	}
 }
+
+// An operation started under a running one marks its sends beyond the
+// first on that one's trace; under one that has ended (a request made
+// with the context of a response it returned) it marks nothing: that
+// trace went back to its pool, and may be another operation's now.
+func TestNestedSendsMarkOnlyARunningOperation(t *testing.T) {
+	req, _ := http.NewRequest("GET", "http://example.test/", nil)
+	outerReq, outer := Start(req, true)
+	innerReq, inner := Start(req.WithContext(outerReq.Context()), true)
+	if inner.outer != outer.Trace() {
+		t.Fatal("an operation inside a running one does not know its trace")
+	}
+	inner.End()
+	_ = innerReq
+	outer.End()
+	_, late := Start(req.WithContext(outerReq.Context()), true)
+	defer late.End()
+	if late.outer != nil {
+		t.Fatal("an operation under an ended one holds its pooled trace")
+	}
+}
