@@ -70,7 +70,8 @@ func (p *pacer) heldUntil(host string, now time.Time) time.Time {
 // or stop at once if its deadline comes first. The zero time when the
 // host asked for no wait. The hold is the host's, as net/http dials it
 // ("API.example.com" and "api.example.com:443" are one): every path, and
-// every route of e, waits for it.
+// every route of e, waits for it. These are e's own holds: a request waits
+// for a longer one that policy.RetryAfter.Shared knows of too.
 func (e *Engine) PacedUntil(u *url.URL) time.Time {
 	return e.pace.heldUntil(wire.HostKey(u), e.now())
 }
@@ -100,17 +101,29 @@ func (o *httpOp) hold(u *url.URL, h http.Header) {
 	if ra.Max > 0 {
 		limit = min(ra.Max, limit)
 	}
-	o.e.pace.hold(wire.HostKey(u), now.Add(min(wait, limit)))
+	key, until := wire.HostKey(u), now.Add(min(wait, limit))
+	o.e.pace.hold(key, until)
+	if ra.Shared != nil {
+		ra.Shared.Hold(o.req, key, until)
+	}
 }
 
 // paced implements paceable: until when the request's host asked for no
-// requests, and the server as the attempt spans name it.
+// requests (this client's hold, or a longer one policy.RetryAfter.Shared
+// knows of), and the server as the attempt spans name it.
 func (o *httpOp) paced() (string, string, int, time.Time) {
-	if !o.e.p.RetryAfter.Pace || o.e.pace.until.Len() == 0 {
+	ra := o.e.p.RetryAfter
+	if !ra.Pace || (o.e.pace.until.Len() == 0 && ra.Shared == nil) {
 		return "", "", 0, time.Time{}
 	}
 	key := wire.HostKey(o.req.URL)
-	until := o.e.pace.heldUntil(key, o.e.now())
+	now := o.e.now()
+	until := o.e.pace.heldUntil(key, now)
+	if ra.Shared != nil {
+		if shared := ra.Shared.HeldUntil(o.req, key); shared.After(until) && shared.After(now) {
+			until = shared // another client's hold: waited for as this one's own
+		}
+	}
 	if until.IsZero() {
 		return key, "", 0, until
 	}

@@ -110,6 +110,26 @@ type RetryAfter struct {
 	// Max (an hour without one) per answer, and forgotten once its time
 	// has passed. Default sets it.
 	Pace bool
+	// Shared, with Pace, shares the holds with other clients (a fleet's
+	// processes, through stores/redis's Fleet): a hold this client's
+	// answer asks for is told to Shared, and a request waits for the
+	// holds Shared knows of too, as for its own. nil: holds stay in this
+	// client.
+	Shared Pacer
+}
+
+// Pacer shares pacing holds (RetryAfter.Pace) beyond one client. The retry
+// layer calls it on every attempt when set, so its methods must be safe for
+// concurrent use, must not block (no network call: exchange holds in the
+// background) and should not allocate.
+type Pacer interface {
+	// Hold records that the host of req (host, as net/http dials it:
+	// "api.example.com", or "127.0.0.1:8080") asked for no requests until
+	// until.
+	Hold(req *http.Request, host string, until time.Time)
+	// HeldUntil is until when a request such as req, to host, must wait
+	// for another client's hold: the zero time when none holds it.
+	HeldUntil(req *http.Request, host string) time.Time
 }
 
 // Hint is the wait a response's header asks for: its Retry-After, and,
@@ -215,6 +235,8 @@ func (p *Policy) Validate() error {
 		return bad("Backoff.Jitter", p.Backoff.Jitter, "unknown jitter: use JitterFull, JitterNone or JitterTenPercent")
 	case p.RetryAfter.Max < 0:
 		return bad("RetryAfter.Max", p.RetryAfter.Max, "must not be negative (0: only the deadline limits a hint)")
+	case p.RetryAfter.Shared != nil && !p.RetryAfter.Pace:
+		return bad("RetryAfter.Shared", "set", "is used only with RetryAfter.Pace: set Pace too, or no Shared")
 	}
 	return nil
 }

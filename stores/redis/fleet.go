@@ -1,0 +1,494 @@
+package redis
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/retrystack/retrystack/internal/storekit"
+	"github.com/retrystack/retrystack/middleware"
+	"github.com/retrystack/retrystack/policy"
+	"go.opentelemetry.io/otel/attribute"
+)
+
+// FleetConfig configures a [Fleet].
+type FleetConfig struct {
+	// Name names the fleet: the processes that give one Name on one Redis
+	// share one retry budget and one set of pacing holds. 1 to 64 letters,
+	// digits and ".", "_", "-", ":" (the keys are
+	// "retrystack:fleet:{Name}:b", ":c" and ":h"). Required.
+	Name string
+	// Interval is how often the fleet exchanges its counts and holds with
+	// Redis: 0 means 100 ms; at least 10 ms, at most 10 s. A hold is sent
+	// at once, without waiting for the interval.
+	Interval time.Duration
+	// Ratio and Burst are the budget's, as policy.NewEarnedBudget's: 0
+	// means Default's (0.2 and 2). Burst is per Fleet value (one a process,
+	// usually): a fleet of N holds at most Burst·N retries plus Ratio of
+	// the fleet's last second's successes.
+	Ratio float64
+	Burst int
+	// Scope names what a request's hold holds, when a fleet shares a rate
+	// limit that is not the host's (one API token used by every process):
+	// the requests for which Scope returns one string wait for each other's
+	// holds, whatever their host. "" (or a nil Scope): the host. Redis
+	// stores a SHA-256 of what Scope returns, never the string itself, but
+	// return an account name or a hash rather than a secret.
+	Scope func(*http.Request) string
+	// Observer is told when the fleet stops sharing (event
+	// retrystack.fleet.fallback: Redis failed, each process now decides
+	// alone) and when it shares again (retrystack.fleet.shared). nil: no
+	// one is told.
+	Observer middleware.Observer
+}
+
+// The fleet's events, told to FleetConfig.Observer.
+const (
+	// EventFallback: an exchange with Redis failed; the process now uses
+	// its local budget and its own pacing. Attributes: fleet.name,
+	// error.type.
+	EventFallback = "retrystack.fleet.fallback"
+	// EventShared: an exchange succeeded after a fallback; the process
+	// shares the fleet's budget and holds again. Attribute: fleet.name.
+	EventShared = "retrystack.fleet.shared"
+)
+
+// Fleet is a retry budget and pacing holds that the processes of a fleet
+// share through Redis: a policy.Budget (the fleet's successes pay for the
+// fleet's retries, whichever process made them) and a policy.Pacer (a
+// Retry-After that one process is answered holds them all). Set it as
+// both:
+//
+//	p := policy.Default()
+//	p.Budget = fleet
+//	p.RetryAfter.Shared = fleet
+//
+// No request waits on Redis: a Fleet counts locally and exchanges its
+// counts with Redis in the background, every Interval; it decides from the
+// fleet's figures of the last exchange plus its own counts since. When an
+// exchange fails it decides alone (the budget of policy.NewEarnedBudget,
+// which it keeps fed) until one succeeds again. Close stops the exchange.
+//
+// The rules are NewEarnedBudget's, over the fleet's counts: a request that
+// needed no retry earns Ratio of a retry; the stock is capped at Burst per
+// process plus what the fleet's last second earned; retries of an
+// operation that ended in success are paid back; a retry after an attempt
+// that timed out is paid from the fleet's last second's credit, four times
+// over.
+type Fleet struct {
+	c        goredis.UniversalClient
+	name     string
+	keys     []string // budget hash, clients' sorted set, holds hash
+	id       string   // this Fleet's, among the fleet's processes
+	interval time.Duration
+	earn     int64 // credit per success, in millionths of a retry
+	burst    int64 // the stock's floor cap per process, in millionths
+	scope    func(*http.Request) string
+	observer middleware.Observer
+
+	local policy.Budget // NewEarnedBudget's: what a process decides alone
+
+	// earned is credit that this process's successes earned since the
+	// last exchange began: on the success path, so an atomic.
+	earned atomic.Int64
+
+	exchanging sync.Mutex // one exchange at a time
+	joined     bool       // an exchange reached the script; guarded by exchanging
+
+	mu       sync.Mutex
+	fig      figure // the fleet's, at the last exchange
+	pending  counts // since the last exchange began
+	inflight counts // in the exchange under way
+	liveTill int64  // until when (nanoseconds since start) fig may be used
+	state    int    // starting, sharing or alone
+
+	holds    sync.Map     // scope → time.Time: holds the fleet knows of
+	nholds   atomic.Int64 // entries in holds: 0 skips the lookup
+	newHolds []hold       // to send; guarded by mu
+
+	start  time.Time
+	nudge  chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
+	closed sync.Once
+}
+
+// figure is the fleet's state as Redis last answered it, in millionths of
+// a retry.
+type figure struct {
+	stock  int64 // credit for retries, after this process's last counts
+	recent int64 // credit the fleet earned in its last second, less what it spent of it
+	active int64 // processes that exchanged in the last few seconds
+}
+
+// counts is what this process did since an exchange, in millionths of a
+// retry, for Redis to add to the fleet's figures.
+type counts struct {
+	earned, refunded, spent, charged int64
+}
+
+// hold is a hold to tell the fleet: its scope, and how long it lasts from
+// when it is sent (a duration, not a time: the processes' clocks may
+// disagree).
+type hold struct {
+	scope string
+	until time.Time
+}
+
+// unit is one retry, as the budget counts it.
+const unit = 1_000_000
+
+const (
+	starting = iota
+	sharing
+	alone
+)
+
+// The bounds of a Fleet's figures: an answer beyond them is not believed.
+const (
+	maxActive     = 1_000_000        // processes in one fleet
+	maxCredit     = 1_000_000 * unit // a million retries
+	maxHoldsSent  = 1000             // holds in one answer
+	activeWindow  = 3 * time.Second  // a process that has not exchanged for this long has left
+	maxScopeBytes = 256              // a host longer than this is hashed too
+)
+
+// NewFleet starts the exchange of a Fleet on c; Close stops it. The
+// fleet's keys expire a minute after its last process stopped. A
+// FleetConfig that is not valid is a *policy.ConfigError.
+func NewFleet(c goredis.UniversalClient, cfg FleetConfig) (*Fleet, error) {
+	if err := validFleetName(cfg.Name); err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, &policy.ConfigError{Field: "redis.NewFleet(c)", Reason: "required: a go-redis client"}
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = 100 * time.Millisecond
+	}
+	if cfg.Interval < 10*time.Millisecond || cfg.Interval > 10*time.Second {
+		return nil, &policy.ConfigError{Field: "redis.FleetConfig.Interval", Value: cfg.Interval, Reason: "must be between 10ms and 10s (0: 100ms)"}
+	}
+	if cfg.Ratio == 0 {
+		cfg.Ratio = 0.2
+	}
+	if cfg.Burst == 0 {
+		cfg.Burst = 2
+	}
+	local, err := policy.NewEarnedBudget(cfg.Ratio, cfg.Burst)
+	if err != nil {
+		var ce *policy.ConfigError
+		if errors.As(err, &ce) {
+			ce.Field = map[string]string{"policy.NewEarnedBudget(ratio)": "redis.FleetConfig.Ratio", "policy.NewEarnedBudget(burst)": "redis.FleetConfig.Burst"}[ce.Field]
+		}
+		return nil, err
+	}
+	tag := "retrystack:fleet:{" + cfg.Name + "}:" // one hash slot: a cluster runs the script on one node
+	f := &Fleet{
+		c: c, name: cfg.Name, keys: []string{tag + "b", tag + "c", tag + "h"}, id: storekit.Token(),
+		interval: cfg.Interval, earn: int64(cfg.Ratio * unit), burst: int64(cfg.Burst) * unit,
+		scope: cfg.Scope, observer: cfg.Observer, local: local,
+		start: time.Now(), nudge: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	go f.run()
+	return f, nil
+}
+
+// validFleetName reports a name NewFleet does not accept.
+func validFleetName(name string) error {
+	if name == "" || len(name) > 64 {
+		return &policy.ConfigError{Field: "redis.FleetConfig.Name", Value: strconv.Quote(name), Reason: "must be 1 to 64 characters: letters, digits, '.', '_', '-', ':'"}
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-' || c == ':') {
+			return &policy.ConfigError{Field: "redis.FleetConfig.Name", Value: strconv.Quote(name), Reason: "may hold only letters, digits, '.', '_', '-', ':' (it names Redis keys, and braces would move them to another slot)"}
+		}
+	}
+	return nil
+}
+
+// Close stops the exchange with Redis: the Fleet then decides alone. It
+// waits for an exchange under way and returns nil.
+func (f *Fleet) Close() error {
+	f.closed.Do(func() { close(f.stop) })
+	<-f.done
+	return nil
+}
+
+// Shared reports whether the Fleet's last exchange with Redis succeeded
+// recently enough for it to decide from the fleet's figures.
+func (f *Fleet) Shared() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.live(f.since())
+}
+
+// since is the time since the Fleet started, on the monotonic clock.
+func (f *Fleet) since() int64 { return int64(time.Since(f.start)) }
+
+// live reports whether fig may be used at now; f.mu is held.
+func (f *Fleet) live(now int64) bool { return f.state == sharing && now < f.liveTill }
+
+// Deposit records a request that needed no retry.
+func (f *Fleet) Deposit() { f.DepositAt(time.Time{}) }
+
+// DepositAt is Deposit when the caller has just read the clock.
+func (f *Fleet) DepositAt(now time.Time) {
+	f.earned.Add(f.earn)
+	f.local.(interface{ DepositAt(time.Time) }).DepositAt(now) // kept fed: a fallback starts where a local budget would be
+}
+
+// Withdraw pays for a retry from the fleet's stock, or, when the fleet's
+// figures are not current, from the local budget.
+func (f *Fleet) Withdraw() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.live(f.since()) {
+		return f.local.Withdraw()
+	}
+	recent, avail := f.credit()
+	if avail < unit {
+		return false
+	}
+	f.pending.spent += unit
+	if recent >= unit {
+		f.pending.charged += unit // the last second's credit pays too, as NewEarnedBudget's
+	}
+	return true
+}
+
+// WithdrawAfterTimeout pays for the retry of an attempt that timed out
+// from the fleet's last second's credit: the timeout spends two retries'
+// worth whether it is retried or not, its retry two more.
+func (f *Fleet) WithdrawAfterTimeout() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.live(f.since()) {
+		return f.local.(interface{ WithdrawAfterTimeout() bool }).WithdrawAfterTimeout()
+	}
+	recent, _ := f.credit()
+	if recent < 4*unit {
+		f.pending.charged += 2 * unit
+		return false
+	}
+	f.pending.charged += 4 * unit
+	return true
+}
+
+// Refund pays back a retry of an operation that succeeded.
+func (f *Fleet) Refund() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.live(f.since()) {
+		f.local.(interface{ Refund() }).Refund()
+		return
+	}
+	f.pending.refunded += unit
+}
+
+// Retries is how many retries after fast failures the budget would allow
+// now, for telemetry.
+func (f *Fleet) Retries() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.live(f.since()) {
+		return f.local.(interface{ Retries() int }).Retries()
+	}
+	_, avail := f.credit()
+	return int(max(avail, 0) / unit)
+}
+
+func (f *Fleet) String() string {
+	how := "alone"
+	if f.Shared() {
+		how = "shared"
+	}
+	return fmt.Sprintf("fleet budget(%s, %s, %d retries left)", f.name, how, f.Retries())
+}
+
+// credit is the fleet's last second's credit and the stock this process
+// may spend now: the last figures plus its own counts since; f.mu is held.
+func (f *Fleet) credit() (recent, avail int64) {
+	earned := f.earned.Load() + f.inflight.earned
+	refunded := f.pending.refunded + f.inflight.refunded
+	spent := f.pending.spent + f.inflight.spent
+	charged := f.pending.charged + f.inflight.charged
+	recent = f.fig.recent + earned - charged
+	limit := f.burst*f.fig.active + max(recent, 0)
+	return recent, min(f.fig.stock+earned+refunded-spent, limit)
+}
+
+// Hold tells the fleet that req's host (or Scope) asked for no requests
+// until until: this process waits for it at once, the others from their
+// next exchange.
+func (f *Fleet) Hold(req *http.Request, host string, until time.Time) {
+	scope := f.scopeOf(req, host)
+	f.holdLocally(scope, until)
+	f.mu.Lock()
+	if len(f.newHolds) < maxHoldsSent {
+		f.newHolds = append(f.newHolds, hold{scope, until})
+	}
+	f.mu.Unlock()
+	select {
+	case f.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// HeldUntil is until when the fleet holds requests such as req, to host:
+// the zero time when it does not.
+func (f *Fleet) HeldUntil(req *http.Request, host string) time.Time {
+	if f.nholds.Load() == 0 {
+		return time.Time{}
+	}
+	v, ok := f.holds.Load(f.scopeOf(req, host))
+	if !ok {
+		return time.Time{}
+	}
+	return v.(time.Time)
+}
+
+// scopeOf names the hold of req, to host, as the fleet stores it.
+func (f *Fleet) scopeOf(req *http.Request, host string) string {
+	if f.scope != nil {
+		if s := f.scope(req); s != "" {
+			return "scope:" + digest(s)
+		}
+	}
+	if len(host) > maxScopeBytes {
+		return "host#" + digest(host)
+	}
+	return "host:" + host
+}
+
+// digest is a short SHA-256 of s, in hex.
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:16])
+}
+
+// holdLocally records that scope is held until until, unless it is
+// already held longer.
+func (f *Fleet) holdLocally(scope string, until time.Time) {
+	for {
+		old, loaded := f.holds.LoadOrStore(scope, until)
+		if !loaded {
+			f.nholds.Add(1)
+			return
+		}
+		if !until.After(old.(time.Time)) || f.holds.CompareAndSwap(scope, old, until) {
+			return
+		}
+	}
+}
+
+// forgetHolds drops the holds that ended before now.
+func (f *Fleet) forgetHolds(now time.Time) {
+	f.holds.Range(func(k, v any) bool {
+		if !v.(time.Time).After(now) && f.holds.CompareAndDelete(k, v) {
+			f.nholds.Add(-1)
+		}
+		return true
+	})
+}
+
+// run exchanges with Redis every interval, and at once after a hold, until
+// Close.
+func (f *Fleet) run() {
+	defer close(f.done)
+	t := time.NewTicker(f.interval)
+	defer t.Stop()
+	f.exchange()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-t.C:
+		case <-f.nudge:
+		}
+		f.exchange()
+	}
+}
+
+// exchange sends this process's counts and holds and takes the fleet's
+// figures and holds; a failure makes the process decide alone until an
+// exchange succeeds.
+func (f *Fleet) exchange() {
+	f.exchanging.Lock()
+	defer f.exchanging.Unlock()
+	f.mu.Lock()
+	f.inflight = f.pending
+	f.inflight.earned = f.earned.Swap(0)
+	f.pending = counts{}
+	holds := f.newHolds
+	f.newHolds = nil
+	f.mu.Unlock()
+
+	// At most one interval, and never long: the figures are not used
+	// once they are older than that anyway.
+	ctx, cancel := context.WithTimeout(context.Background(), min(f.interval, 500*time.Millisecond))
+	defer cancel()
+	sentAt := time.Now()
+	fig, held, err := f.call(ctx, f.inflight, holds, sentAt)
+
+	f.mu.Lock()
+	f.inflight = counts{}
+	was := f.state
+	if err == nil {
+		f.fig = fig
+		f.liveTill = f.since() + int64(2*f.interval)
+		f.state = sharing
+	} else {
+		f.state = alone
+	}
+	f.mu.Unlock()
+
+	if err == nil {
+		now := time.Now()
+		for _, h := range held {
+			f.holdLocally(h.scope, h.until)
+		}
+		f.forgetHolds(now)
+	}
+	switch {
+	case err != nil && was != alone:
+		f.tell(middleware.Event{Name: EventFallback, Attrs: []attribute.KeyValue{attribute.String("fleet.name", f.name), attribute.String("error.type", errorType(err))}})
+	case err == nil && was == alone:
+		f.tell(middleware.Event{Name: EventShared, Attrs: []attribute.KeyValue{attribute.String("fleet.name", f.name)}})
+	}
+}
+
+func (f *Fleet) tell(e middleware.Event) {
+	if f.observer != nil {
+		f.observer.Observe(e)
+	}
+}
+
+// errorType names an exchange's failure for EventFallback, without its
+// text (an address, a password's error) in the attributes.
+func errorType(err error) string {
+	var bad *badAnswer
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &bad):
+		return "bad-answer"
+	}
+	if inner := errors.Unwrap(err); inner != nil {
+		err = inner // call's wrapping: the client's error
+	}
+	return fmt.Sprintf("%T", err)
+}
+
+// badAnswer is an answer from Redis that is not what the script returns.
+type badAnswer struct{ why string }
+
+func (e *badAnswer) Error() string { return "redis fleet: unexpected answer: " + e.why }

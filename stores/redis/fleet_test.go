@@ -1,0 +1,153 @@
+package redis
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// testClient is a client of the redis-server at REDIS_ADDR (.ci/run starts
+// one); without REDIS_ADDR the test is skipped, unless REDIS_REQUIRED is
+// set.
+func testClient(t *testing.T) *goredis.Client {
+	t.Helper()
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		if os.Getenv("REDIS_REQUIRED") != "" {
+			t.Fatal("REDIS_REQUIRED is set but REDIS_ADDR is not")
+		}
+		t.Skip("set REDIS_ADDR to a redis-server (.ci/run starts one)")
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("redis-server at %s: %v", addr, err)
+	}
+	return c
+}
+
+// newTestFleet is a Fleet named name on c whose background exchange does
+// not fire during a test (an interval of 10 s): the test exchanges itself,
+// so that what each process knows is decided by the test, not by a clock.
+// The first exchange, made as it starts, is waited for.
+func newTestFleet(t *testing.T, c goredis.UniversalClient, cfg FleetConfig) *Fleet {
+	t.Helper()
+	if cfg.Interval == 0 {
+		cfg.Interval = 10 * time.Second
+	}
+	f, err := NewFleet(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	f.exchange() // after the starting one: exchanges are one at a time
+	return f
+}
+
+// fleetName is a name of the test's own, so that tests (and runs) do not
+// share figures; the keys are deleted after the test.
+func fleetName(t *testing.T, c goredis.UniversalClient) string {
+	name := strings.NewReplacer("/", ".", " ", "_").Replace(t.Name()) + "." + time.Now().Format("150405.000000")
+	t.Cleanup(func() {
+		tag := "retrystack:fleet:{" + name + "}:"
+		c.Del(context.Background(), tag+"b", tag+"c", tag+"h")
+	})
+	return name
+}
+
+func TestFleetSuccessesPayForAnotherProcesssRetries(t *testing.T) {
+	c := testClient(t)
+	name := fleetName(t, c)
+	busy := newTestFleet(t, c, FleetConfig{Name: name})
+	small := newTestFleet(t, c, FleetConfig{Name: name})
+
+	// Two idle processes: the fleet's stock is what each brought as it
+	// joined (Burst, 2), and nothing refills it with time.
+	if n := drain(small); n != 4 {
+		t.Fatalf("a fleet of 2 idle processes paid %d retries, want 4 (2 each)", n)
+	}
+	small.exchange()
+	busy.exchange()
+	if busy.Withdraw() {
+		t.Fatal("the other process paid a retry from a stock the first had spent")
+	}
+
+	// The busy process's 100 successes earn 20 retries for the fleet: the
+	// small one may spend them once it has heard of them.
+	for range 100 {
+		busy.Deposit()
+	}
+	if small.Withdraw() {
+		t.Fatal("a process paid a retry with credit it had not heard of")
+	}
+	busy.exchange()
+	small.exchange()
+	if n := drain(small); n != 20 {
+		t.Errorf("after the busy process's 100 successes the small one paid %d retries, want 20", n)
+	}
+	small.exchange()
+	busy.exchange()
+	if busy.Withdraw() {
+		t.Error("the busy process paid a retry from a stock the small one had spent")
+	}
+}
+
+// drain withdraws from f until it refuses, and counts.
+func drain(f *Fleet) int {
+	n := 0
+	for f.Withdraw() && n < 10_000 {
+		n++
+	}
+	return n
+}
+
+// The timeout rule looks at the fleet's last second: 20 successes anywhere
+// in the fleet pay for one timed-out attempt's retry, 19 do not.
+func TestFleetTimeoutRuleOnTheFleetsLastSecond(t *testing.T) {
+	for _, tc := range []struct {
+		successes int
+		want      bool
+	}{{19, false}, {20, true}} {
+		c := testClient(t)
+		name := fleetName(t, c)
+		busy := newTestFleet(t, c, FleetConfig{Name: name})
+		small := newTestFleet(t, c, FleetConfig{Name: name})
+		for range tc.successes {
+			busy.Deposit()
+		}
+		busy.exchange()
+		small.exchange()
+		if got := small.WithdrawAfterTimeout(); got != tc.want {
+			t.Errorf("after %d successes in the fleet's last second, a timeout's retry paid: %v, want %v", tc.successes, got, tc.want)
+		}
+		// Either way the last second's credit is gone for timeouts: a
+		// second timeout's retry is refused.
+		if small.WithdrawAfterTimeout() {
+			t.Errorf("after %d successes, a second timeout's retry was paid", tc.successes)
+		}
+	}
+}
+
+// A refund pays back, to the fleet, a retry of an operation that
+// succeeded.
+func TestFleetRefund(t *testing.T) {
+	c := testClient(t)
+	f := newTestFleet(t, c, FleetConfig{Name: fleetName(t, c), Burst: 1})
+	if !f.Withdraw() || f.Withdraw() {
+		t.Fatal("a fleet of one process with Burst 1 did not pay exactly one retry")
+	}
+	f.Refund()
+	if !f.Withdraw() {
+		t.Fatal("a refunded retry could not be spent again")
+	}
+	f.Refund()
+	f.exchange()
+	if got := f.Retries(); got != 1 {
+		t.Errorf("after an exchange the refunded retry is %d retries, want 1", got)
+	}
+}
+
