@@ -4,11 +4,15 @@ go 1.26.0
 
 replace github.com/retrystack/retrystack => ../
 
+replace github.com/retrystack/retrystack/stores/redis => ../stores/redis
+
 require (
 	github.com/avast/retry-go/v5 v5.1.1
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-retryablehttp v0.7.8
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/retrystack/retrystack v0.0.0
+	github.com/retrystack/retrystack/stores/redis v0.0.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 )
@@ -28,6 +32,7 @@ require (
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
