@@ -22,6 +22,7 @@ type row struct {
 	Rate    float64 `json:"rate"`
 
 	Ops        int     `json:"ops"`
+	Missing    int     `json:"missing,omitempty"` // operations no process reported: a void run
 	Failed     int     `json:"failed"`
 	SuccessPct float64 `json:"success_pct"`
 	// Requests is what the server received; PerOp per operation started,
@@ -66,9 +67,12 @@ func reduce(o outcome) row {
 		Requests: o.stats.Requests, Attempts: o.attempts, Reported: o.procs, SharedAtEnd: o.sharedAt,
 		RedisProcs: o.redisProcs, Events: o.events}
 	okOps := 0
-	for _, ok := range o.ok {
+	for i, ok := range o.ok {
 		if ok {
 			okOps++
+		}
+		if !o.reported[i] {
+			r.Missing++
 		}
 	}
 	r.Failed = r.Ops - okOps
