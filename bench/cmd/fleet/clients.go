@@ -103,6 +103,11 @@ func (o observer) Observe(e middleware.Event) {
 	o.out.send(message{Type: "event", Proc: o.proc, Name: e.Name, At: time.Now().UnixNano(), Attrs: attrs})
 }
 
+// quiet is a go-redis logger that logs nothing.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 // counting counts the requests sent through it: the attempts of every
 // client of the process, below their retry layers.
 type counting struct {
@@ -131,6 +136,11 @@ func runClients(c clientConfig) error {
 
 	var fleet *redis.Fleet
 	if c.variant == "shared" {
+		// go-redis logs every failed dial; while Redis is down (the kill
+		// cell) that is thousands of lines. The Fleet's events say what
+		// matters: when the process stopped sharing and when it shared
+		// again.
+		goredis.SetLogger(quiet{})
 		rc := goredis.NewClient(&goredis.Options{Addr: c.redisAddr})
 		defer rc.Close()
 		var err error

@@ -53,8 +53,9 @@ type serverStats struct {
 }
 
 // quotaLog is the server's GET /control/quota: when the first request
-// answered 429 arrived, until when the quota answers 429 since (both Unix
-// ns, 0 if none was), and when every request to /quota arrived.
+// answered 429 arrived and when the hold it started ended (both Unix ns,
+// 0 if none was; later holds are not its), and when every request to
+// /quota arrived.
 type quotaLog struct {
 	First429, Until int64
 	Times           []int64

@@ -62,7 +62,8 @@ type server struct {
 	quotaMu          sync.Mutex
 	window           int64 // the current 1 s window (Unix s) and its requests
 	inWindow         int
-	log              quotaLog
+	until            int64    // the current hold's end (Unix ns)
+	log              quotaLog // the first hold's, and every request's time
 }
 
 func serverMain(args []string) int {
@@ -171,7 +172,7 @@ func (s *server) quotaHandler(w http.ResponseWriter, r *http.Request) {
 	now := time.Now().UnixNano()
 	s.quotaMu.Lock()
 	s.log.Times = append(s.log.Times, now)
-	refuse := now < s.log.Until
+	refuse := now < s.until
 	if !refuse {
 		if win := now / int64(time.Second); win != s.window {
 			s.window, s.inWindow = win, 0
@@ -179,10 +180,10 @@ func (s *server) quotaHandler(w http.ResponseWriter, r *http.Request) {
 		s.inWindow++
 		if s.inWindow > s.quota {
 			refuse = true
+			s.until = now + int64(s.quotaHold)*int64(time.Second)
 			if s.log.First429 == 0 {
-				s.log.First429 = now
+				s.log.First429, s.log.Until = now, s.until
 			}
-			s.log.Until = now + int64(s.quotaHold)*int64(time.Second)
 			s.window, s.inWindow = 0, 0
 		}
 	}
