@@ -89,6 +89,7 @@ type Fleet struct {
 	keys     []string // budget hash, clients' sorted set, holds hash
 	id       string   // this Fleet's, among the fleet's processes
 	interval time.Duration
+	timeout  time.Duration // of one exchange
 	earn     int64 // credit per success, in millionths of a retry
 	burst    int64 // the stock's floor cap per process, in millionths
 	scope    func(*http.Request) string
@@ -194,7 +195,7 @@ func NewFleet(c goredis.UniversalClient, cfg FleetConfig) (*Fleet, error) {
 	tag := "retrystack:fleet:{" + cfg.Name + "}:" // one hash slot: a cluster runs the script on one node
 	f := &Fleet{
 		c: c, name: cfg.Name, keys: []string{tag + "b", tag + "c", tag + "h"}, id: storekit.Token(),
-		interval: cfg.Interval, earn: int64(cfg.Ratio * unit), burst: int64(cfg.Burst) * unit,
+		interval: cfg.Interval, timeout: min(cfg.Interval, 500*time.Millisecond), earn: int64(cfg.Ratio * unit), burst: int64(cfg.Burst) * unit,
 		scope: cfg.Scope, observer: cfg.Observer, local: local,
 		start: time.Now(), nudge: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -216,7 +217,10 @@ func validFleetName(name string) error {
 }
 
 // Close stops the exchange with Redis: the Fleet then decides alone. It
-// waits for an exchange under way and returns nil.
+// waits for an exchange under way, which ends at its timeout (the
+// interval, at most 500 ms) when the client honours its context
+// (go-redis's ContextTimeoutEnabled), else at the client's ReadTimeout.
+// It returns nil.
 func (f *Fleet) Close() error {
 	f.closed.Do(func() { close(f.stop) })
 	<-f.done
@@ -401,20 +405,54 @@ func (f *Fleet) forgetHolds(now time.Time) {
 }
 
 // run exchanges with Redis every interval, and at once after a hold, until
-// Close.
+// Close; one exchange at a time. An exchange that takes longer than its
+// timeout (a client that does not honour its context: go-redis's
+// ContextTimeoutEnabled is off by default) does not keep the process on
+// stale figures: at each tick meanwhile it falls back.
 func (f *Fleet) run() {
 	defer close(f.done)
 	t := time.NewTicker(f.interval)
 	defer t.Stop()
-	f.exchange()
+	ended := make(chan struct{}, 1)
+	busy := false
+	start := func() {
+		busy = true
+		go func() { f.exchange(); ended <- struct{}{} }()
+	}
+	start()
 	for {
 		select {
 		case <-f.stop:
+			if busy {
+				<-ended
+			}
 			return
+		case <-ended:
+			busy = false
+			continue
 		case <-t.C:
 		case <-f.nudge:
 		}
-		f.exchange()
+		if busy {
+			f.fallBackIfStale()
+			continue
+		}
+		start()
+	}
+}
+
+// fallBackIfStale makes the process decide alone, and says so, once its
+// figures are too old to use (or, starting, when its first exchange takes
+// longer than two intervals).
+func (f *Fleet) fallBackIfStale() {
+	f.mu.Lock()
+	stale := f.state != alone && !f.live(f.since())
+	if stale {
+		f.state = alone
+	}
+	f.mu.Unlock()
+	if stale {
+		f.tell(middleware.Event{Name: EventFallback, Attrs: []attribute.KeyValue{attribute.String("fleet.name", f.name), attribute.String("error.type", "timeout")}})
 	}
 }
 
@@ -433,8 +471,8 @@ func (f *Fleet) exchange() {
 	f.mu.Unlock()
 
 	// At most one interval, and never long: the figures are not used
-	// once they are older than that anyway.
-	ctx, cancel := context.WithTimeout(context.Background(), min(f.interval, 500*time.Millisecond))
+	// once they are older than two anyway.
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	sentAt := time.Now()
 	fig, held, err := f.call(ctx, f.inflight, holds, sentAt)

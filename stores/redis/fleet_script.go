@@ -97,7 +97,7 @@ func (f *Fleet) call(ctx context.Context, c counts, holds []hold, sent time.Time
 	}
 	args = append(args, f.id, c.earned, c.refunded, c.spent, c.charged, f.burst, joins)
 	for _, h := range holds {
-		args = append(args, h.scope, max(h.until.Sub(sent).Milliseconds(), 0))
+		args = append(args, h.scope, max((h.until.Sub(sent)+time.Millisecond-1).Milliseconds(), 0)) // rounded up: a hold never shrinks
 	}
 	res, err := exchangeScript.Run(ctx, f.c, f.keys, args...).Slice()
 	if err != nil {
@@ -124,7 +124,7 @@ func parseAnswer(res []any, received time.Time) (figure, []hold, error) {
 		n[i] = v
 	}
 	fig := figure{stock: n[0], recent: n[1], active: n[2]}
-	if fig.active < 1 || fig.active > maxActive || abs(fig.stock) > maxCredit || abs(fig.recent) > maxCredit {
+	if fig.active < 1 || fig.active > maxActive || !within(fig.stock, maxCredit) || !within(fig.recent, maxCredit) {
 		return figure{}, nil, &badAnswer{fmt.Sprintf("figures out of bounds: %+v", fig)}
 	}
 	var held []hold
@@ -134,7 +134,7 @@ func parseAnswer(res []any, received time.Time) (figure, []hold, error) {
 		if !ok || err != nil || left < 0 || left > int64(time.Hour/time.Millisecond) {
 			return figure{}, nil, &badAnswer{fmt.Sprintf("hold %v: %v", res[i], res[i+1])}
 		}
-		held = append(held, hold{scope, received.Add(time.Duration(left) * time.Millisecond)})
+		held = append(held, hold{scope, received.Add(time.Duration(left+1) * time.Millisecond)}) // Redis's clock reads whole ms
 	}
 	return fig, held, nil
 }
@@ -154,9 +154,5 @@ func integer(v any) (int64, error) {
 	return 0, &badAnswer{fmt.Sprintf("%T", v)}
 }
 
-func abs(v int64) int64 {
-	if v < 0 {
-		return -v
-	}
-	return v
-}
+// within reports whether v is between -limit and limit.
+func within(v, limit int64) bool { return -limit <= v && v <= limit }

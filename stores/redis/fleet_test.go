@@ -2,12 +2,16 @@ package redis
 
 import (
 	"context"
+	"errors"
+	"math"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/retrystack/retrystack/policy"
 )
 
 // testClient is a client of the redis-server at REDIS_ADDR (.ci/run starts
@@ -151,3 +155,120 @@ func TestFleetRefund(t *testing.T) {
 	}
 }
 
+// A Retry-After that one process is answered holds the others from their
+// next exchange, and a hold travels as the time it has left: Redis's clock
+// times it, not the processes'.
+func TestFleetHoldsEveryProcess(t *testing.T) {
+	c := testClient(t)
+	name := fleetName(t, c)
+	a := newTestFleet(t, c, FleetConfig{Name: name})
+	b := newTestFleet(t, c, FleetConfig{Name: name})
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1/x", nil)
+	until := time.Now().Add(30 * time.Second)
+
+	a.Hold(req, "api.example.com", until)
+	if got := a.HeldUntil(req, "api.example.com"); !got.Equal(until) {
+		t.Fatalf("the process that holds waits until %v, want %v", got, until)
+	}
+	if got := b.HeldUntil(req, "api.example.com"); !got.IsZero() {
+		t.Fatalf("another process holds before any exchange: until %v", got)
+	}
+	a.exchange()
+	b.exchange()
+	got := b.HeldUntil(req, "api.example.com")
+	if got.Before(until) || got.After(until.Add(time.Second)) {
+		t.Errorf("another process holds until %v, want %v (or up to a second later: the round trips)", got, until)
+	}
+	if other := b.HeldUntil(req, "other.example.com"); !other.IsZero() {
+		t.Errorf("another host is held until %v", other)
+	}
+
+	// Redis stores the hold on its own clock.
+	left, err := c.HGet(context.Background(), a.keys[2], "host:api.example.com").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := c.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.UnixMilli(left).Sub(now); d < 29*time.Second || d > 31*time.Second {
+		t.Errorf("Redis holds the host for %v from its own clock, want about 30s", d)
+	}
+}
+
+// A Scope holds every request that names it, whatever its host, and Redis
+// never sees what the Scope returned.
+func TestFleetHoldsAScope(t *testing.T) {
+	c := testClient(t)
+	name := fleetName(t, c)
+	token := func(r *http.Request) string { return r.Header.Get("Authorization") }
+	a := newTestFleet(t, c, FleetConfig{Name: name, Scope: token})
+	b := newTestFleet(t, c, FleetConfig{Name: name, Scope: token})
+	with := func(host, auth string) *http.Request {
+		r, _ := http.NewRequest(http.MethodGet, "https://"+host+"/", nil)
+		r.Header.Set("Authorization", auth)
+		return r
+	}
+	until := time.Now().Add(time.Minute)
+	a.Hold(with("api.example.com", "Bearer s3cret-A"), "api.example.com", until)
+	a.exchange()
+	b.exchange()
+	if got := b.HeldUntil(with("uploads.example.com", "Bearer s3cret-A"), "uploads.example.com"); got.Before(until) {
+		t.Errorf("the same token to another host is held until %v, want %v", got, until)
+	}
+	if got := b.HeldUntil(with("api.example.com", "Bearer s3cret-B"), "api.example.com"); !got.IsZero() {
+		t.Errorf("another token is held until %v", got)
+	}
+	if got := b.HeldUntil(with("api.example.com", ""), "api.example.com"); !got.IsZero() {
+		t.Errorf("a request without a token (the host's scope) is held until %v", got)
+	}
+	fields, err := c.HKeys(context.Background(), a.keys[2]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fields {
+		if strings.Contains(f, "s3cret") {
+			t.Errorf("Redis holds the scope's own text: %q", f)
+		}
+	}
+	if len(fields) != 1 {
+		t.Errorf("Redis holds %d scopes, want 1: %q", len(fields), fields)
+	}
+}
+
+// Names that would make odd keys, or move them to another cluster slot,
+// are a *policy.ConfigError naming the field, as are bad numbers.
+func TestFleetConfigErrors(t *testing.T) {
+	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	for _, tc := range []struct {
+		cfg   FleetConfig
+		field string
+	}{
+		{FleetConfig{}, "redis.FleetConfig.Name"},
+		{FleetConfig{Name: "a}b"}, "redis.FleetConfig.Name"},
+		{FleetConfig{Name: "orders fleet"}, "redis.FleetConfig.Name"},
+		{FleetConfig{Name: "zoë"}, "redis.FleetConfig.Name"},
+		{FleetConfig{Name: "x\r\nFLUSHALL"}, "redis.FleetConfig.Name"},
+		{FleetConfig{Name: strings.Repeat("a", 65)}, "redis.FleetConfig.Name"},
+		{FleetConfig{Name: "ok", Interval: time.Millisecond}, "redis.FleetConfig.Interval"},
+		{FleetConfig{Name: "ok", Interval: -time.Second}, "redis.FleetConfig.Interval"},
+		{FleetConfig{Name: "ok", Ratio: 2}, "redis.FleetConfig.Ratio"},
+		{FleetConfig{Name: "ok", Ratio: math.NaN()}, "redis.FleetConfig.Ratio"},
+		{FleetConfig{Name: "ok", Burst: -1}, "redis.FleetConfig.Burst"},
+		{FleetConfig{Name: "ok", Burst: math.MaxInt}, "redis.FleetConfig.Burst"},
+	} {
+		f, err := NewFleet(c, tc.cfg)
+		var ce *policy.ConfigError
+		if !errors.As(err, &ce) || ce.Field != tc.field {
+			if f != nil {
+				f.Close()
+			}
+			t.Errorf("NewFleet(%+v) = %v, want a *policy.ConfigError for %s", tc.cfg, err, tc.field)
+		}
+	}
+	if _, err := NewFleet(nil, FleetConfig{Name: "ok"}); err == nil {
+		t.Error("NewFleet(nil, …) returned no error")
+	}
+}
