@@ -319,3 +319,70 @@ func TestPacedUntil(t *testing.T) {
 		t.Errorf("another host held until %v", got)
 	}
 }
+
+// sharedHolds is a policy.Pacer in memory: what two engines given the same
+// one share, as a fleet's processes share stores/redis's Fleet.
+type sharedHolds struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+	told  []string
+}
+
+func (s *sharedHolds) Hold(req *http.Request, host string, until time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.told = append(s.told, req.URL.Path+" "+host)
+	if until.After(s.until[host]) {
+		s.until[host] = until
+	}
+}
+
+func (s *sharedHolds) HeldUntil(req *http.Request, host string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.until[host]
+}
+
+// A hold one client's answer asks for is told to the shared Pacer, and
+// another client with the same Pacer waits for it as for its own: the wait
+// is in its report.
+func TestSharedPacingHoldsAnotherClient(t *testing.T) {
+	shared := &sharedHolds{until: map[string]time.Time{}}
+	p := policy.Default()
+	p.MaxAttempts = 1
+	p.RetryAfter.Shared = shared
+	a, b := newPaced(t, p), newPaced(t, p)
+	b.clock.t, b.start = a.clock.t, a.start // one time: the holds compare
+	a.next["API.example.com"] = []*http.Response{answer(429, "Retry-After", "30")}
+	a.get(t, context.Background(), "https://API.example.com/a")
+	until := a.start.Add(30 * time.Second)
+	if len(shared.told) != 1 || shared.told[0] != "/a api.example.com" || !shared.until["api.example.com"].Equal(until) {
+		t.Fatalf("the shared Pacer was told %q, holds %v; want one hold of api.example.com until %v", shared.told, shared.until, until)
+	}
+
+	rep, err := b.get(t, context.Background(), "https://api.example.com/b")
+	want := PacedWait{Before: 1, Host: "api.example.com", Until: until, Waited: 31500 * time.Millisecond}
+	if err != nil || len(rep.Paced) != 1 || !samePaced(rep.Paced[0], want) {
+		t.Fatalf("the other client: %v, paced %+v; want %+v", err, rep.Paced, want)
+	}
+	if got := b.sent; len(got) != 1 || got[0] != "api.example.com@31500" {
+		t.Errorf("the other client sent %q, want one request after the hold", got)
+	}
+	// A shared hold that has ended holds nothing.
+	rep, err = b.get(t, context.Background(), "https://api.example.com/c")
+	if err != nil || len(rep.Paced) != 0 {
+		t.Errorf("after the hold: %v, paced %+v", err, rep.Paced)
+	}
+}
+
+// Shared without Pace is a configuration error: it would never be asked.
+func TestSharedNeedsPace(t *testing.T) {
+	p := policy.Default()
+	p.RetryAfter.Pace = false
+	p.RetryAfter.Shared = &sharedHolds{}
+	_, err := New(Config{Policy: p})
+	var ce *policy.ConfigError
+	if !errors.As(err, &ce) || !strings.HasSuffix(ce.Field, "RetryAfter.Shared") {
+		t.Errorf("New = %v, want a *policy.ConfigError for RetryAfter.Shared", err)
+	}
+}
