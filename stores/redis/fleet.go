@@ -90,8 +90,8 @@ type Fleet struct {
 	id       string   // this Fleet's, among the fleet's processes
 	interval time.Duration
 	timeout  time.Duration // of one exchange
-	earn     int64 // credit per success, in millionths of a retry
-	burst    int64 // the stock's floor cap per process, in millionths
+	earn     int64         // credit per success, in millionths of a retry
+	burst    int64         // the stock's floor cap per process, in millionths
 	scope    func(*http.Request) string
 	observer middleware.Observer
 

@@ -124,8 +124,10 @@ func runClients(c clientConfig) error {
 	o := &out{enc: json.NewEncoder(os.Stdout)}
 	// One transport a process: each client keeps its own retry state, the
 	// connections are the process's (as http.DefaultTransport would be).
-	// Its pool is large enough never to be the bottleneck: up to 450
-	// attempts of a process may be in flight during the trigger.
+	// Its pool of idle connections is large enough never to make a
+	// process dial again under load: at 900 operations a second over 10
+	// processes, attempts of 500 ms at most and 3 attempts an operation,
+	// a process has under 150 attempts in flight.
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 1024,
