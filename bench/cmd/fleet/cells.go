@@ -48,6 +48,9 @@ type env struct {
 	self  string       // this binary, for the children
 	redis *redisServer // nil when no cell shares
 	seq   int          // cells run so far: each shared cell has a Fleet name of its own
+	// interval is the Fleets' exchange interval (FleetConfig.Interval):
+	// how stale a process's view of the fleet's budget may be.
+	interval time.Duration
 }
 
 // outcome is what a cell measured, before it is reduced to a row.
@@ -100,7 +103,7 @@ func runCell(ctx context.Context, e *env, c cell) (outcome, error) {
 			"-rate", strconv.FormatFloat(c.Rate, 'f', -1, 64), "-total", c.total().String(), "-grace", c.Grace.String(),
 			"-attempt-timeout", c.AttemptTimeout.String()}
 		if c.shared() {
-			args = append(args, "-redis", e.redis.Addr(), "-fleet", fleetName)
+			args = append(args, "-redis", e.redis.Addr(), "-fleet", fleetName, "-interval", e.interval.String())
 		}
 		if procs[i], err = startChild(ctx, e.self, fmt.Sprintf("clients %d", i), msgs, args...); err != nil {
 			return res, err

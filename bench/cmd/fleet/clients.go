@@ -49,6 +49,7 @@ type clientConfig struct {
 	total, grace         time.Duration
 	attemptTimeout       time.Duration
 	redisAddr, fleet     string
+	interval             time.Duration // the Fleet's exchange
 }
 
 func clientsMain(args []string) int {
@@ -65,6 +66,7 @@ func clientsMain(args []string) int {
 	fs.DurationVar(&c.attemptTimeout, "attempt-timeout", 500*time.Millisecond, "each attempt's timeout")
 	fs.StringVar(&c.redisAddr, "redis", "", "redis-server address (shared)")
 	fs.StringVar(&c.fleet, "fleet", "", "the Fleet's name (shared)")
+	fs.DurationVar(&c.interval, "interval", 100*time.Millisecond, "the Fleet's exchange interval (shared)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -146,7 +148,7 @@ func runClients(c clientConfig) error {
 		rc := goredis.NewClient(&goredis.Options{Addr: c.redisAddr})
 		defer rc.Close()
 		var err error
-		fleet, err = redis.NewFleet(rc, redis.FleetConfig{Name: c.fleet, Interval: 100 * time.Millisecond, Observer: observer{o, c.proc}})
+		fleet, err = redis.NewFleet(rc, redis.FleetConfig{Name: c.fleet, Interval: c.interval, Observer: observer{o, c.proc}})
 		if err != nil {
 			return err
 		}

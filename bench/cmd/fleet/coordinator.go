@@ -28,6 +28,7 @@ type options struct {
 	warmup, after   time.Duration
 	loneDuration    time.Duration
 	redisServer     string
+	interval        time.Duration
 }
 
 func coordinatorMain(args []string) int {
@@ -42,6 +43,7 @@ func coordinatorMain(args []string) int {
 	fs.DurationVar(&o.after, "after", 8*time.Second, "the overload cells' run after the trigger")
 	fs.DurationVar(&o.loneDuration, "lone-duration", time.Minute, "the lone cells' run")
 	fs.StringVar(&o.redisServer, "redis-server", "redis-server", "the redis-server binary")
+	fs.DurationVar(&o.interval, "interval", 100*time.Millisecond, "the shared variants' Fleet exchange interval (redis.FleetConfig.Interval)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -76,7 +78,7 @@ func coordinatorMain(args []string) int {
 	// child (exec.CommandContext kills its process group).
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rows, err := runCells(ctx, self, o.redisServer, plan, os.Stdout)
+	rows, err := runCells(ctx, self, o.redisServer, o.interval, plan, os.Stdout)
 	if len(rows) > 0 {
 		fmt.Println()
 		printTable(os.Stdout, rows)
@@ -172,8 +174,8 @@ func overloadCell(variant string, n, procs int, rate float64, warmup, after time
 
 // runCells runs the plan, writing each row on w as a JSON line as it
 // ends; with an error, the rows so far.
-func runCells(ctx context.Context, self, redisBin string, plan []cell, w io.Writer) ([]row, error) {
-	e := &env{self: self}
+func runCells(ctx context.Context, self, redisBin string, interval time.Duration, plan []cell, w io.Writer) ([]row, error) {
+	e := &env{self: self, interval: interval}
 	if slices.ContainsFunc(plan, cell.shared) {
 		r, err := startRedis(ctx, redisBin)
 		if err != nil {

@@ -9,8 +9,9 @@
 //
 // Run it from the bench module:
 //
-//	go run ./cmd/fleet                     # every cell, about 12 minutes
+//	go run ./cmd/fleet                     # every cell, about 9 minutes
 //	go run ./cmd/fleet -cells overload -clients 100 -rates 600
+//	go run ./cmd/fleet -cells overload -variants shared -rates 900 -interval 10ms
 //
 // It prints one JSON line per cell as it ends, then a table and whether
 // each target holds. The cells:
@@ -33,6 +34,11 @@
 //     without the trigger, redis-server killed (SIGKILL) in the middle and
 //     restarted on its port 2 s later, beside the same run without the
 //     kill. About a minute.
+//
+// -interval sets the Fleets' exchange interval (100 ms, the default's): a
+// process decides from the fleet's figures of its last exchange plus its
+// own counts since, so the longer it is, the more the processes may spend
+// of one credit before they see each other's spending.
 //
 // The coordinator starts its own binary again for the other roles
 // (-role server, -role clients), starts redis-server (it must be on

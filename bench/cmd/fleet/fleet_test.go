@@ -43,7 +43,7 @@ func TestSmallFleetEndToEnd(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rows, err := runCells(ctx, self, "redis-server", plan, io.Discard)
+	rows, err := runCells(ctx, self, "redis-server", 100*time.Millisecond, plan, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
