@@ -1,16 +1,13 @@
 #!/usr/bin/env bash
-# Runs the Redis idempotency store's conformance tests against a real
-# redis-server on 127.0.0.1: Debian's package, installed when missing,
-# started here on a free port with nothing persisted, stopped at the end.
+# Runs the Redis module's tests (the idempotency store's conformance, the
+# Fleet's shared budget and holds) against a real redis-server on
+# 127.0.0.1: Debian's package, installed when missing, started here on a
+# free port with nothing persisted, stopped at the end. The tests that kill
+# and restart a Redis start their own (REDIS_REQUIRED: never skipped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null; then
-	SUDO=""
-	if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
-	$SUDO apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
-fi
+scripts/install-redis.sh
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
 dir=$(mktemp -d)

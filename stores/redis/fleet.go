@@ -80,9 +80,10 @@ const (
 // The rules are NewEarnedBudget's, over the fleet's counts: a request that
 // needed no retry earns Ratio of a retry; the stock is capped at Burst per
 // process plus what the fleet's last second earned; retries of an
-// operation that ended in success are paid back; a retry after an attempt
-// that timed out is paid from the fleet's last second's credit, four times
-// over.
+// operation that ended in success are paid back. A retry after an attempt
+// that timed out is paid from the stock while the fleet's timeouts of its
+// last second are at most Ratio of its successes (WithdrawAfterTimeout):
+// the fleet, unlike one process, can tell a stall from a brown-out.
 type Fleet struct {
 	c        goredis.UniversalClient
 	name     string
@@ -90,6 +91,7 @@ type Fleet struct {
 	id       string   // this Fleet's, among the fleet's processes
 	interval time.Duration
 	timeout  time.Duration // of one exchange
+	ratio    float64       // retries a success earns
 	earn     int64         // credit per success, in millionths of a retry
 	burst    int64         // the stock's floor cap per process, in millionths
 	scope    func(*http.Request) string
@@ -128,12 +130,18 @@ type figure struct {
 	stock  int64 // credit for retries, after this process's last counts
 	recent int64 // credit the fleet earned in its last second, less what it spent of it
 	active int64 // processes that exchanged in the last few seconds
+
+	// successes and timeouts are the fleet's requests that needed no
+	// retry and its attempts that timed out, in its last second: counts,
+	// not credit.
+	successes, timeouts int64
 }
 
 // counts is what this process did since an exchange, in millionths of a
 // retry, for Redis to add to the fleet's figures.
 type counts struct {
 	earned, refunded, spent, charged int64
+	timeouts                         int64 // attempts that timed out (a count)
 }
 
 // hold is a hold to tell the fleet: its scope, and how long it lasts from
@@ -157,6 +165,7 @@ const (
 const (
 	maxActive     = 1_000_000        // processes in one fleet
 	maxCredit     = 1_000_000 * unit // a million retries
+	maxCount      = 1_000_000_000    // requests in a second
 	maxHoldsSent  = 1000             // holds in one answer
 	activeWindow  = 3 * time.Second  // a process that has not exchanged for this long has left
 	maxScopeBytes = 256              // a host longer than this is hashed too
@@ -195,7 +204,7 @@ func NewFleet(c goredis.UniversalClient, cfg FleetConfig) (*Fleet, error) {
 	tag := "retrystack:fleet:{" + cfg.Name + "}:" // one hash slot: a cluster runs the script on one node
 	f := &Fleet{
 		c: c, name: cfg.Name, keys: []string{tag + "b", tag + "c", tag + "h"}, id: storekit.Token(),
-		interval: cfg.Interval, timeout: min(cfg.Interval, 500*time.Millisecond), earn: int64(cfg.Ratio * unit), burst: int64(cfg.Burst) * unit,
+		interval: cfg.Interval, timeout: min(cfg.Interval, 500*time.Millisecond), ratio: cfg.Ratio, earn: int64(cfg.Ratio * unit), burst: int64(cfg.Burst) * unit,
 		scope: cfg.Scope, observer: cfg.Observer, local: local,
 		start: time.Now(), nudge: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -269,21 +278,31 @@ func (f *Fleet) Withdraw() bool {
 	return true
 }
 
-// WithdrawAfterTimeout pays for the retry of an attempt that timed out
-// from the fleet's last second's credit: the timeout spends two retries'
-// worth whether it is retried or not, its retry two more.
+// WithdrawAfterTimeout pays for the retry of an attempt that timed out,
+// from the stock as any retry, while the fleet's timeouts are rare: at most
+// Ratio of its successes in its last second, counting this one and this
+// process's since its last exchange, and this process's own since then at
+// most 1 plus Ratio of its successes since then. A brown-out makes
+// timeouts common at once, and the fleet stops retrying them within an
+// exchange or two (a busy process at once: its own count says so); a
+// healthy fleet retries a stall of any of its processes, however small.
 func (f *Fleet) WithdrawAfterTimeout() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.live(f.since()) {
 		return f.local.(interface{ WithdrawAfterTimeout() bool }).WithdrawAfterTimeout()
 	}
-	recent, _ := f.credit()
-	if recent < 4*unit {
-		f.pending.charged += 2 * unit
+	f.pending.timeouts++
+	ownTimeouts := f.pending.timeouts + f.inflight.timeouts
+	ownSuccesses := (f.earned.Load() + f.inflight.earned) / f.earn
+	if float64(f.fig.timeouts+ownTimeouts) > f.ratio*float64(f.fig.successes+ownSuccesses) ||
+		float64(ownTimeouts) > 1+f.ratio*float64(ownSuccesses) {
 		return false
 	}
-	f.pending.charged += 4 * unit
+	if _, avail := f.credit(); avail < unit {
+		return false
+	}
+	f.pending.spent += unit
 	return true
 }
 

@@ -14,17 +14,19 @@ import (
 // Redis (TIME), so the processes' clocks do not matter: the last second is
 // Redis's, and a hold travels as the time it has left.
 //
-// KEYS: the budget hash (stock; e:<bucket> credit earned and c:<bucket>
-// credit charged, per 100 ms bucket of the last second), the processes'
-// sorted set (score: when each last exchanged, ms), the holds hash (scope →
-// until, Redis's ms). ARGV: the process's id, its earned, refunded, spent
-// and charged credit (millionths of a retry), the stock's cap per process,
-// 1 when the process joins (its first exchange: it brings a process's cap
-// to the stock, as a new local budget starts full), then pairs of a scope
-// and how long its hold lasts (ms).
+// KEYS: the budget hash (stock; e:<bucket> credit earned, c:<bucket>
+// credit charged, n:<bucket> successes and t:<bucket> timeouts, per 100 ms
+// bucket of the last second), the processes' sorted set (score: when each
+// last exchanged, ms), the holds hash (scope → until, Redis's ms). ARGV:
+// the process's id, its earned, refunded, spent and charged credit
+// (millionths of a retry), the stock's cap per process, 1 when the process
+// joins (its first exchange: it brings a process's cap to the stock, as a
+// new local budget starts full), its successes and timeouts (counts), then
+// pairs of a scope and how long its hold lasts (ms).
 //
-// It returns the stock, the last second's credit, the processes, then
-// pairs of a scope held and the ms its hold has left.
+// It returns the stock, the last second's credit, the processes, the last
+// second's successes and timeouts, then pairs of a scope held and the ms
+// its hold has left.
 var exchangeScript = goredis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -38,7 +40,10 @@ local active = redis.call('ZCARD', KEYS[2])
 
 if earned > 0 then redis.call('HINCRBY', KEYS[1], 'e:' .. bucket, earned) end
 if charged > 0 then redis.call('HINCRBY', KEYS[1], 'c:' .. bucket, charged) end
-local recent, stock = 0, nil
+local successes, timeouts = tonumber(ARGV[8]), tonumber(ARGV[9])
+if successes > 0 then redis.call('HINCRBY', KEYS[1], 'n:' .. bucket, successes) end
+if timeouts > 0 then redis.call('HINCRBY', KEYS[1], 't:' .. bucket, timeouts) end
+local recent, stock, succ, tout = 0, nil, 0, 0
 local fields = redis.call('HGETALL', KEYS[1])
 for i = 1, #fields, 2 do
   local f, v = fields[i], tonumber(fields[i + 1]) or 0
@@ -52,6 +57,10 @@ for i = 1, #fields, 2 do
       recent = recent + v
     elseif string.sub(f, 1, 2) == 'c:' then
       recent = recent - v
+    elseif string.sub(f, 1, 2) == 'n:' then
+      succ = succ + v
+    elseif string.sub(f, 1, 2) == 't:' then
+      tout = tout + v
     end
   end
 end
@@ -64,19 +73,19 @@ redis.call('HSET', KEYS[1], 'stock', string.format('%d', stock))
 redis.call('PEXPIRE', KEYS[1], 60000)
 redis.call('PEXPIRE', KEYS[2], 60000)
 
-for i = 8, #ARGV, 2 do
+for i = 10, #ARGV, 2 do
   local untilms = now + math.min(math.max(tonumber(ARGV[i + 1]) or 0, 0), 3600000)
   local old = tonumber(redis.call('HGET', KEYS[3], ARGV[i]) or '0') or 0
   if untilms > old then redis.call('HSET', KEYS[3], ARGV[i], string.format('%d', untilms)) end
 end
-local out = {string.format('%d', stock), string.format('%d', recent), active}
+local out = {string.format('%d', stock), string.format('%d', recent), active, string.format('%d', succ), string.format('%d', tout)}
 local holds = redis.call('HGETALL', KEYS[3])
 local last = now
 for i = 1, #holds, 2 do
   local u = tonumber(holds[i + 1]) or 0
   if u <= now then
     redis.call('HDEL', KEYS[3], holds[i])
-  elseif #out < 3 + 2 * 1000 then
+  elseif #out < 5 + 2 * 1000 then
     table.insert(out, holds[i])
     table.insert(out, u - now)
     last = math.max(last, u)
@@ -90,12 +99,12 @@ return out
 // the call: Redis's until is no earlier) out, the fleet's
 // figure and the holds it knows of in.
 func (f *Fleet) call(ctx context.Context, c counts, holds []hold, sent time.Time) (figure, []hold, error) {
-	args := make([]any, 0, 7+2*len(holds))
+	args := make([]any, 0, 9+2*len(holds))
 	joins := 0
 	if !f.joined {
 		joins = 1
 	}
-	args = append(args, f.id, c.earned, c.refunded, c.spent, c.charged, f.burst, joins)
+	args = append(args, f.id, c.earned, c.refunded, c.spent, c.charged, f.burst, joins, c.earned/f.earn, c.timeouts)
 	for _, h := range holds {
 		args = append(args, h.scope, max((h.until.Sub(sent)+time.Millisecond-1).Milliseconds(), 0)) // rounded up: a hold never shrinks
 	}
@@ -112,10 +121,10 @@ func (f *Fleet) call(ctx context.Context, c counts, holds []hold, sent time.Time
 // from received: the answer left Redis before that, so a hold ends no
 // earlier here than there.
 func parseAnswer(res []any, received time.Time) (figure, []hold, error) {
-	if len(res) < 3 || len(res)%2 == 0 {
+	if len(res) < 5 || len(res)%2 == 0 {
 		return figure{}, nil, &badAnswer{fmt.Sprintf("%d values", len(res))}
 	}
-	var n [3]int64
+	var n [5]int64
 	for i := range n {
 		v, err := integer(res[i])
 		if err != nil {
@@ -123,12 +132,13 @@ func parseAnswer(res []any, received time.Time) (figure, []hold, error) {
 		}
 		n[i] = v
 	}
-	fig := figure{stock: n[0], recent: n[1], active: n[2]}
-	if fig.active < 1 || fig.active > maxActive || !within(fig.stock, maxCredit) || !within(fig.recent, maxCredit) {
+	fig := figure{stock: n[0], recent: n[1], active: n[2], successes: n[3], timeouts: n[4]}
+	if fig.active < 1 || fig.active > maxActive || !within(fig.stock, maxCredit) || !within(fig.recent, maxCredit) ||
+		fig.successes < 0 || fig.successes > maxCount || fig.timeouts < 0 || fig.timeouts > maxCount {
 		return figure{}, nil, &badAnswer{fmt.Sprintf("figures out of bounds: %+v", fig)}
 	}
 	var held []hold
-	for i := 3; i+1 < len(res); i += 2 {
+	for i := 5; i+1 < len(res); i += 2 {
 		scope, ok := res[i].(string)
 		left, err := integer(res[i+1])
 		if !ok || err != nil || left < 0 || left > int64(time.Hour/time.Millisecond) {

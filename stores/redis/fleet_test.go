@@ -109,30 +109,33 @@ func drain(f *Fleet) int {
 	return n
 }
 
-// The timeout rule looks at the fleet's last second: 20 successes anywhere
-// in the fleet pay for one timed-out attempt's retry, 19 do not.
+// The timeout rule looks at the fleet's last second: with 20 successes in
+// it, the fleet pays for the retries of 4 timeouts (a fifth), whichever
+// processes met them, and not a fifth; and a process that meets a second
+// timeout before its next exchange, with no success in between, is
+// refused at once (a brown-out seen by the process itself).
 func TestFleetTimeoutRuleOnTheFleetsLastSecond(t *testing.T) {
-	for _, tc := range []struct {
-		successes int
-		want      bool
-	}{{19, false}, {20, true}} {
-		c := testClient(t)
-		name := fleetName(t, c)
-		busy := newTestFleet(t, c, FleetConfig{Name: name})
-		small := newTestFleet(t, c, FleetConfig{Name: name})
-		for range tc.successes {
-			busy.Deposit()
+	c := testClient(t)
+	name := fleetName(t, c)
+	busy := newTestFleet(t, c, FleetConfig{Name: name})
+	for range 20 {
+		busy.Deposit()
+	}
+	busy.exchange()
+	first := newTestFleet(t, c, FleetConfig{Name: name})
+	if !first.WithdrawAfterTimeout() {
+		t.Fatal("the first timeout of a fleet with 20 successes in its last second was not retried")
+	}
+	if first.WithdrawAfterTimeout() {
+		t.Error("a process's second timeout before its next exchange, no success between, was paid")
+	}
+	first.exchange() // the fleet has met 2 timeouts
+	for i := 3; i <= 5; i++ {
+		p := newTestFleet(t, c, FleetConfig{Name: name})
+		if got, want := p.WithdrawAfterTimeout(), i <= 4; got != want {
+			t.Errorf("timeout %d of a fleet with 20 successes in its last second, each in a process of its own: retry paid %v, want %v", i, got, want)
 		}
-		busy.exchange()
-		small.exchange()
-		if got := small.WithdrawAfterTimeout(); got != tc.want {
-			t.Errorf("after %d successes in the fleet's last second, a timeout's retry paid: %v, want %v", tc.successes, got, tc.want)
-		}
-		// Either way the last second's credit is gone for timeouts: a
-		// second timeout's retry is refused.
-		if small.WithdrawAfterTimeout() {
-			t.Errorf("after %d successes, a second timeout's retry was paid", tc.successes)
-		}
+		p.exchange()
 	}
 }
 
