@@ -117,6 +117,7 @@ type Fleet struct {
 	nholds   atomic.Int64 // entries in holds: 0 skips the lookup
 	newHolds []hold       // to send; guarded by mu
 
+	now    func() time.Time // the process's clock: time.Now (a test's may disagree with another's)
 	start  time.Time
 	nudge  chan struct{}
 	stop   chan struct{}
@@ -206,7 +207,7 @@ func NewFleet(c goredis.UniversalClient, cfg FleetConfig) (*Fleet, error) {
 		c: c, name: cfg.Name, keys: []string{tag + "b", tag + "c", tag + "h"}, id: storekit.Token(),
 		interval: cfg.Interval, timeout: min(cfg.Interval, 500*time.Millisecond), ratio: cfg.Ratio, earn: int64(cfg.Ratio * unit), burst: int64(cfg.Burst) * unit,
 		scope: cfg.Scope, observer: cfg.Observer, local: local,
-		start: time.Now(), nudge: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		now: time.Now, start: time.Now(), nudge: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go f.run()
 	return f, nil
@@ -493,7 +494,7 @@ func (f *Fleet) exchange() {
 	// once they are older than two anyway.
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	sentAt := time.Now()
+	sentAt := f.now()
 	fig, held, err := f.call(ctx, f.inflight, holds, sentAt)
 
 	f.mu.Lock()
@@ -509,7 +510,7 @@ func (f *Fleet) exchange() {
 	f.mu.Unlock()
 
 	if err == nil {
-		now := time.Now()
+		now := f.now()
 		for _, h := range held {
 			f.holdLocally(h.scope, h.until)
 		}

@@ -113,7 +113,7 @@ func (f *Fleet) call(ctx context.Context, c counts, holds []hold, sent time.Time
 		return figure{}, nil, fmt.Errorf("redis fleet %s: %w", f.name, err)
 	}
 	f.joined = true
-	return parseAnswer(res, time.Now())
+	return parseAnswer(res, f.now())
 }
 
 // parseAnswer reads the script's answer; what it did not return is a

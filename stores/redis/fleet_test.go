@@ -275,3 +275,59 @@ func TestFleetConfigErrors(t *testing.T) {
 		t.Error("NewFleet(nil, …) returned no error")
 	}
 }
+
+// Processes whose clocks disagree by minutes share a hold as the time it
+// has left: each waits as long as the first was asked to, by its own
+// clock.
+func TestFleetHoldAcrossClocksThatDisagree(t *testing.T) {
+	c := testClient(t)
+	name := fleetName(t, c)
+	ahead := newTestFleet(t, c, FleetConfig{Name: name})
+	behind := newTestFleet(t, c, FleetConfig{Name: name})
+	ahead.now = func() time.Time { return time.Now().Add(5 * time.Minute) }
+	behind.now = func() time.Time { return time.Now().Add(-5 * time.Minute) }
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/", nil)
+
+	ahead.Hold(req, "api.example.com", ahead.now().Add(10*time.Second))
+	ahead.exchange()
+	behind.exchange()
+	left := behind.HeldUntil(req, "api.example.com").Sub(behind.now())
+	if left < 9*time.Second || left > 11*time.Second {
+		t.Errorf("a process 10 minutes behind holds for %v by its clock, want about 10s", left)
+	}
+}
+
+// A Scope that returns odd text (line breaks, bytes that are not UTF-8, a
+// megabyte) holds as any other, and Redis stores a short hash of it; a
+// host longer than a key should be is hashed too.
+func TestFleetOddScopes(t *testing.T) {
+	c := testClient(t)
+	name := fleetName(t, c)
+	scope := func(r *http.Request) string { return r.Header.Get("X-Scope") }
+	a := newTestFleet(t, c, FleetConfig{Name: name, Scope: scope})
+	b := newTestFleet(t, c, FleetConfig{Name: name, Scope: scope})
+	until := time.Now().Add(time.Minute)
+	long := strings.Repeat("h", 300) + ".example.com"
+	for _, odd := range []string{"a\r\nFLUSHALL\r\n", "\xff\xfe{x}", strings.Repeat("s", 1<<20), ""} {
+		req, _ := http.NewRequest(http.MethodGet, "https://"+long+"/", nil)
+		req.Header["X-Scope"] = []string{odd}
+		a.Hold(req, long, until)
+		a.exchange()
+		b.exchange()
+		if got := b.HeldUntil(req, long); got.Before(until) {
+			t.Errorf("scope %.20q: the other process holds until %v, want %v", odd, got, until)
+		}
+	}
+	fields, err := c.HKeys(context.Background(), a.keys[2]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fields {
+		if len(f) > 64 {
+			t.Errorf("Redis holds a scope of %d bytes: %.40q", len(f), f)
+		}
+	}
+	if len(fields) != 4 {
+		t.Errorf("Redis holds %d scopes, want 4 (3 odd ones, and the long host's)", len(fields))
+	}
+}
