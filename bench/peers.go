@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"sync"
 	"time"
 
 	retry "github.com/avast/retry-go/v5"
@@ -13,10 +16,12 @@ import (
 	"github.com/failsafe-go/failsafe-go/circuitbreaker"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/hashicorp/go-retryablehttp"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/retrystack/retrystack"
 	"github.com/retrystack/retrystack/breaker"
 	"github.com/retrystack/retrystack/middleware"
 	"github.com/retrystack/retrystack/policy"
+	"github.com/retrystack/retrystack/stores/redis"
 	"github.com/retrystack/retrystack/telemetry"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -64,6 +69,17 @@ var Libs = []Lib{
 			return nil, err
 		}
 		return retrystack.NewClient(retrystack.Config{Policy: defaultPolicy(m), Transport: tr, Telemetry: tel})
+	}},
+	{Name: "retrystack (fleet budget)", Guarded: true, New: func(tr http.RoundTripper, m Mode) (*http.Client, error) {
+		p := defaultPolicy(m)
+		if !m.NoBudget {
+			f, err := processFleet()
+			if err != nil {
+				return nil, err
+			}
+			p.Budget, p.RetryAfter.Shared = f, f
+		}
+		return retrystack.NewClient(retrystack.Config{Policy: p, Transport: tr})
 	}},
 	{Name: "retrystack+breaker", Guarded: true, New: func(tr http.RoundTripper, m Mode) (*http.Client, error) {
 		s, err := withLayer(defaultPolicy(m), retrystackBreaker())
@@ -139,6 +155,25 @@ func failsafeGuarded(tr http.RoundTripper, zeroWait bool, inner ...failsafe.Poli
 func retryGoThrottled(tr http.RoundTripper, zeroWait bool) http.RoundTripper {
 	return &retryGo{next: tr, zeroWait: zeroWait, throttle: retry.NewFixedTokenBucketThrottle(retry.FixedTokenBucketThrottleConfig{})}
 }
+
+// processFleet is the process's one Fleet (stores/redis), as a program
+// makes one for all its clients: on the redis-server at REDIS_ADDR
+// (127.0.0.1:6379 without it). Its success path is the same whether Redis
+// answers or the Fleet has fallen back (an atomic add and the local
+// budget's deposit), and no request waits on Redis either way.
+var processFleet = sync.OnceValues(func() (*redis.Fleet, error) {
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	goredis.SetLogger(quietRedis{}) // a missing Redis is the fallback measured, not news
+	c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	return redis.NewFleet(c, redis.FleetConfig{Name: "bench-compare"})
+})
+
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 func defaultPolicy(m Mode) *policy.Policy {
 	p := policy.Default()

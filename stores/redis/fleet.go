@@ -486,7 +486,7 @@ func (f *Fleet) exchange() {
 	f.inflight = f.pending
 	f.inflight.earned = f.earned.Swap(0)
 	f.pending = counts{}
-	holds := f.newHolds
+	batch, holds := f.inflight, f.newHolds
 	f.newHolds = nil
 	f.mu.Unlock()
 
@@ -495,7 +495,7 @@ func (f *Fleet) exchange() {
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	sentAt := f.now()
-	fig, held, err := f.call(ctx, f.inflight, holds, sentAt)
+	fig, held, err := f.call(ctx, batch, holds, sentAt)
 
 	f.mu.Lock()
 	f.inflight = counts{}
@@ -509,13 +509,10 @@ func (f *Fleet) exchange() {
 	}
 	f.mu.Unlock()
 
-	if err == nil {
-		now := f.now()
-		for _, h := range held {
-			f.holdLocally(h.scope, h.until)
-		}
-		f.forgetHolds(now)
+	for _, h := range held {
+		f.holdLocally(h.scope, h.until)
 	}
+	f.forgetHolds(f.now()) // on every exchange: holds met while Redis fails end too
 	switch {
 	case err != nil && was != alone:
 		f.tell(middleware.Event{Name: EventFallback, Attrs: []attribute.KeyValue{attribute.String("fleet.name", f.name), attribute.String("error.type", errorType(err))}})
