@@ -164,12 +164,18 @@ const (
 
 // The bounds of a Fleet's figures: an answer beyond them is not believed.
 const (
-	maxActive     = 1_000_000        // processes in one fleet
-	maxCredit     = 1_000_000 * unit // a million retries
-	maxCount      = 1_000_000_000    // requests in a second
-	maxHoldsSent  = 1000             // holds in one answer
-	activeWindow  = 3 * time.Second  // a process that has not exchanged for this long has left
-	maxScopeBytes = 256              // a host longer than this is hashed too
+	maxActive = 1_000_000        // processes in one fleet
+	maxCredit = 1_000_000 * unit // a million retries
+	maxCount  = 1_000_000_000    // requests in a second
+
+	// timeoutFloor is how many timeouts a second a fleet retries whatever
+	// its successes: a fleet of 20 processes of a request a second meets
+	// its stalls one by one, and a few more than Ratio of its successes
+	// in some seconds; two a second are nothing to a fleet of 1 000.
+	timeoutFloor  = 2
+	maxHoldsSent  = 1000            // holds in one answer
+	activeWindow  = 3 * time.Second // a process that has not exchanged for this long has left
+	maxScopeBytes = 256             // a host longer than this is hashed too
 )
 
 // NewFleet starts the exchange of a Fleet on c; Close stops it. The
@@ -280,10 +286,10 @@ func (f *Fleet) Withdraw() bool {
 }
 
 // WithdrawAfterTimeout pays for the retry of an attempt that timed out,
-// from the stock as any retry, while the fleet's timeouts are rare: at most
-// Ratio of its successes in its last second, counting this one and this
-// process's since its last exchange, and this process's own since then at
-// most 1 plus Ratio of its successes since then. A brown-out makes
+// from the stock as any retry, while the fleet's timeouts are rare: in its
+// last second, at most 2 plus Ratio of its successes, counting this one and
+// this process's since its last exchange; and this process's own since
+// then at most 1 plus Ratio of its successes since then. A brown-out makes
 // timeouts common at once, and the fleet stops retrying them within an
 // exchange or two (a busy process at once: its own count says so); a
 // healthy fleet retries a stall of any of its processes, however small.
@@ -296,7 +302,7 @@ func (f *Fleet) WithdrawAfterTimeout() bool {
 	f.pending.timeouts++
 	ownTimeouts := f.pending.timeouts + f.inflight.timeouts
 	ownSuccesses := (f.earned.Load() + f.inflight.earned) / f.earn
-	if float64(f.fig.timeouts+ownTimeouts) > f.ratio*float64(f.fig.successes+ownSuccesses) ||
+	if float64(f.fig.timeouts+ownTimeouts) > timeoutFloor+f.ratio*float64(f.fig.successes+ownSuccesses) ||
 		float64(ownTimeouts) > 1+f.ratio*float64(ownSuccesses) {
 		return false
 	}

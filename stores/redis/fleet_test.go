@@ -110,10 +110,11 @@ func drain(f *Fleet) int {
 }
 
 // The timeout rule looks at the fleet's last second: with 20 successes in
-// it, the fleet pays for the retries of 4 timeouts (a fifth), whichever
-// processes met them, and not a fifth; and a process that meets a second
-// timeout before its next exchange, with no success in between, is
-// refused at once (a brown-out seen by the process itself).
+// it, the fleet pays for the retries of 6 timeouts (2, and a fifth of the
+// successes), whichever processes met them, and not a seventh; and a
+// process that meets a second timeout before its next exchange, with no
+// success in between, is refused at once (a brown-out seen by the process
+// itself).
 func TestFleetTimeoutRuleOnTheFleetsLastSecond(t *testing.T) {
 	c := testClient(t)
 	name := fleetName(t, c)
@@ -130,9 +131,9 @@ func TestFleetTimeoutRuleOnTheFleetsLastSecond(t *testing.T) {
 		t.Error("a process's second timeout before its next exchange, no success between, was paid")
 	}
 	first.exchange() // the fleet has met 2 timeouts
-	for i := 3; i <= 5; i++ {
+	for i := 3; i <= 7; i++ {
 		p := newTestFleet(t, c, FleetConfig{Name: name})
-		if got, want := p.WithdrawAfterTimeout(), i <= 4; got != want {
+		if got, want := p.WithdrawAfterTimeout(), i <= 6; got != want {
 			t.Errorf("timeout %d of a fleet with 20 successes in its last second, each in a process of its own: retry paid %v, want %v", i, got, want)
 		}
 		p.exchange()
