@@ -110,6 +110,7 @@ type Fleet struct {
 	fig      figure // the fleet's, at the last exchange
 	pending  counts // since the last exchange began
 	inflight counts // in the exchange under way
+	sent     []sent // the counts of the exchanges of the last ownWindow
 	liveTill int64  // until when (nanoseconds since start) fig may be used
 	state    int    // starting, sharing or alone
 
@@ -134,8 +135,9 @@ type figure struct {
 
 	// successes and timeouts are the fleet's requests that needed no
 	// retry and its attempts that timed out, in its last second: counts,
-	// not credit.
+	// not credit; lately the same two in its last 100 to 200 ms.
 	successes, timeouts int64
+	lately              [2]int64
 }
 
 // counts is what this process did since an exchange, in millionths of a
@@ -144,6 +146,17 @@ type counts struct {
 	earned, refunded, spent, charged int64
 	timeouts                         int64 // attempts that timed out (a count)
 }
+
+// sent is what one exchange sent of this process's own counts, and when.
+type sent struct {
+	at                  int64 // nanoseconds since the Fleet started
+	successes, timeouts int64
+}
+
+// ownWindow is how far back a process looks at its own successes and
+// timeouts: short, so that a busy process sees a brown-out start in its
+// own requests before the fleet's last second does.
+const ownWindow = 200 * time.Millisecond
 
 // hold is a hold to tell the fleet: its scope, and how long it lasts from
 // when it is sent (a duration, not a time: the processes' clocks may
@@ -289,7 +302,7 @@ func (f *Fleet) Withdraw() bool {
 // from the stock as any retry, while the fleet's timeouts are rare: in its
 // last second, at most 2 plus Ratio of its successes, counting this one and
 // this process's since its last exchange; and this process's own since
-// then at most 1 plus Ratio of its successes since then. A brown-out makes
+// in its last 200 ms at most 1 plus Ratio of its successes in them. A brown-out makes
 // timeouts common at once, and the fleet stops retrying them within an
 // exchange or two (a busy process at once: its own count says so); a
 // healthy fleet retries a stall of any of its processes, however small.
@@ -300,9 +313,16 @@ func (f *Fleet) WithdrawAfterTimeout() bool {
 		return f.local.(interface{ WithdrawAfterTimeout() bool }).WithdrawAfterTimeout()
 	}
 	f.pending.timeouts++
-	ownTimeouts := f.pending.timeouts + f.inflight.timeouts
-	ownSuccesses := (f.earned.Load() + f.inflight.earned) / f.earn
-	if float64(f.fig.timeouts+ownTimeouts) > timeoutFloor+f.ratio*float64(f.fig.successes+ownSuccesses) ||
+	f.exchangeSoon()                                        // the fleet hears of a timeout at once: it may be a brown-out's first
+	newTimeouts := f.pending.timeouts + f.inflight.timeouts // not yet in fig
+	newSuccesses := (f.earned.Load() + f.inflight.earned) / f.earn
+	ownTimeouts, ownSuccesses := newTimeouts, newSuccesses
+	for _, c := range f.sent {
+		ownTimeouts += c.timeouts
+		ownSuccesses += c.successes
+	}
+	if float64(f.fig.timeouts+newTimeouts) > timeoutFloor+f.ratio*float64(f.fig.successes+newSuccesses) ||
+		float64(f.fig.lately[1]+newTimeouts) > timeoutFloor+f.ratio*float64(f.fig.lately[0]+newSuccesses) ||
 		float64(ownTimeouts) > 1+f.ratio*float64(ownSuccesses) {
 		return false
 	}
@@ -367,6 +387,12 @@ func (f *Fleet) Hold(req *http.Request, host string, until time.Time) {
 		f.newHolds = append(f.newHolds, hold{scope, until})
 	}
 	f.mu.Unlock()
+	f.exchangeSoon()
+}
+
+// exchangeSoon starts an exchange now, or as soon as the one under way
+// ends, instead of at the next interval.
+func (f *Fleet) exchangeSoon() {
 	select {
 	case f.nudge <- struct{}{}:
 	default:
@@ -440,9 +466,9 @@ func (f *Fleet) run() {
 	t := time.NewTicker(f.interval)
 	defer t.Stop()
 	ended := make(chan struct{}, 1)
-	busy := false
+	busy, again := false, false // again: nudged while busy
 	start := func() {
-		busy = true
+		busy, again = true, false
 		go func() { f.exchange(); ended <- struct{}{} }()
 	}
 	start()
@@ -455,15 +481,22 @@ func (f *Fleet) run() {
 			return
 		case <-ended:
 			busy = false
-			continue
+			if again {
+				start()
+			}
 		case <-t.C:
+			if busy {
+				f.fallBackIfStale()
+				continue
+			}
+			start()
 		case <-f.nudge:
+			if busy {
+				again = true
+				continue
+			}
+			start()
 		}
-		if busy {
-			f.fallBackIfStale()
-			continue
-		}
-		start()
 	}
 }
 
@@ -504,11 +537,16 @@ func (f *Fleet) exchange() {
 	fig, held, err := f.call(ctx, batch, holds, sentAt)
 
 	f.mu.Lock()
+	now := f.since()
+	f.sent = append(f.sent, sent{at: now, successes: batch.earned / f.earn, timeouts: batch.timeouts})
+	for len(f.sent) > 0 && now-f.sent[0].at > int64(ownWindow) {
+		f.sent = f.sent[1:]
+	}
 	f.inflight = counts{}
 	was := f.state
 	if err == nil {
 		f.fig = fig
-		f.liveTill = f.since() + int64(2*f.interval)
+		f.liveTill = now + int64(2*f.interval)
 		f.state = sharing
 	} else {
 		f.state = alone

@@ -269,18 +269,19 @@ func TestFleetBadAnswers(t *testing.T) {
 		"an integer":              ":7\r\n",
 		"nil":                     "$-1\r\n",
 		"an error":                "-ERR something odd\r\n",
-		"no processes":            "*5\r\n:1\r\n:1\r\n:0\r\n:0\r\n:0\r\n",
-		"a word":                  "*5\r\n$2\r\nhi\r\n:0\r\n:1\r\n:0\r\n:0\r\n",
-		"a huge stock":            "*5\r\n:99999999999999999\r\n:0\r\n:1\r\n:0\r\n:0\r\n",
-		"the smallest integer":    "*5\r\n:-9223372036854775808\r\n:0\r\n:1\r\n:0\r\n:0\r\n",
-		"a number past int64":     "*5\r\n$20\r\n99999999999999999999\r\n:0\r\n:1\r\n:0\r\n:0\r\n",
-		"negative successes":      "*5\r\n:1\r\n:1\r\n:1\r\n:-20\r\n:0\r\n",
-		"a billion timeouts":      "*5\r\n:1\r\n:1\r\n:1\r\n:0\r\n:1000000001\r\n",
-		"too few values":          "*3\r\n:1\r\n:1\r\n:1\r\n",
-		"a hold without its time": "*6\r\n:1\r\n:1\r\n:1\r\n:0\r\n:0\r\n$6\r\nhost:x\r\n",
-		"a hold in the past":      "*7\r\n:1\r\n:1\r\n:1\r\n:0\r\n:0\r\n$6\r\nhost:x\r\n:-5\r\n",
-		"a hold for a year":       "*7\r\n:1\r\n:1\r\n:1\r\n:0\r\n:0\r\n$6\r\nhost:x\r\n:31536000000\r\n",
-		"a nested array":          "*5\r\n*1\r\n:1\r\n:1\r\n:1\r\n:0\r\n:0\r\n",
+		"no processes":            "*7\r\n:1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n",
+		"a word":                  "*7\r\n$2\r\nhi\r\n:0\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n",
+		"a huge stock":            "*7\r\n:99999999999999999\r\n:0\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n",
+		"the smallest integer":    "*7\r\n:-9223372036854775808\r\n:0\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n",
+		"a number past int64":     "*7\r\n$20\r\n99999999999999999999\r\n:0\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n",
+		"negative successes":      "*7\r\n:1\r\n:1\r\n:1\r\n:-20\r\n:0\r\n:0\r\n:0\r\n",
+		"a billion timeouts":      "*7\r\n:1\r\n:1\r\n:1\r\n:0\r\n:1000000001\r\n:0\r\n:0\r\n",
+		"too few values":          "*5\r\n:1\r\n:1\r\n:1\r\n:0\r\n:0\r\n",
+		"negative lately":         "*7\r\n:1\r\n:1\r\n:1\r\n:0\r\n:0\r\n:-1\r\n:0\r\n",
+		"a hold without its time": "*8\r\n:1\r\n:1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n$6\r\nhost:x\r\n",
+		"a hold in the past":      "*9\r\n:1\r\n:1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n$6\r\nhost:x\r\n:-5\r\n",
+		"a hold for a year":       "*9\r\n:1\r\n:1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n$6\r\nhost:x\r\n:31536000000\r\n",
+		"a nested array":          "*7\r\n*1\r\n:1\r\n:1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := goredis.NewClient(&goredis.Options{Addr: startFake(t, answer), MaxRetries: -1})
@@ -355,7 +356,7 @@ func TestFleetNoRequestWaitsOnRedis(t *testing.T) {
 // that grow old: it falls back two intervals after the last exchange that
 // succeeded, while the exchange still hangs.
 func TestFleetFallsBackWhileAnExchangeHangs(t *testing.T) {
-	addr := startFake(t, "*5\r\n:2000000\r\n:0\r\n:1\r\n:0\r\n:0\r\n")
+	addr := startFake(t, "*7\r\n:2000000\r\n:0\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n")
 	v, _ := fakes.Load(addr)
 	fake := v.(*fakeRedis)
 	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, ReadTimeout: time.Hour})

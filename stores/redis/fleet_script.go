@@ -25,8 +25,8 @@ import (
 // pairs of a scope and how long its hold lasts (ms).
 //
 // It returns the stock, the last second's credit, the processes, the last
-// second's successes and timeouts, then pairs of a scope held and the ms
-// its hold has left.
+// second's successes and timeouts, those of its last two buckets (100 to
+// 200 ms), then pairs of a scope held and the ms its hold has left.
 var exchangeScript = goredis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -43,7 +43,7 @@ if charged > 0 then redis.call('HINCRBY', KEYS[1], 'c:' .. bucket, charged) end
 local successes, timeouts = tonumber(ARGV[8]), tonumber(ARGV[9])
 if successes > 0 then redis.call('HINCRBY', KEYS[1], 'n:' .. bucket, successes) end
 if timeouts > 0 then redis.call('HINCRBY', KEYS[1], 't:' .. bucket, timeouts) end
-local recent, stock, succ, tout = 0, nil, 0, 0
+local recent, stock, succ, tout, succ2, tout2 = 0, nil, 0, 0, 0, 0
 local fields = redis.call('HGETALL', KEYS[1])
 for i = 1, #fields, 2 do
   local f, v = fields[i], tonumber(fields[i + 1]) or 0
@@ -59,8 +59,10 @@ for i = 1, #fields, 2 do
       recent = recent - v
     elseif string.sub(f, 1, 2) == 'n:' then
       succ = succ + v
+      if b >= bucket - 1 then succ2 = succ2 + v end
     elseif string.sub(f, 1, 2) == 't:' then
       tout = tout + v
+      if b >= bucket - 1 then tout2 = tout2 + v end
     end
   end
 end
@@ -78,14 +80,14 @@ for i = 10, #ARGV, 2 do
   local old = tonumber(redis.call('HGET', KEYS[3], ARGV[i]) or '0') or 0
   if untilms > old then redis.call('HSET', KEYS[3], ARGV[i], string.format('%d', untilms)) end
 end
-local out = {string.format('%d', stock), string.format('%d', recent), active, string.format('%d', succ), string.format('%d', tout)}
+local out = {string.format('%d', stock), string.format('%d', recent), active, string.format('%d', succ), string.format('%d', tout), string.format('%d', succ2), string.format('%d', tout2)}
 local holds = redis.call('HGETALL', KEYS[3])
 local last = now
 for i = 1, #holds, 2 do
   local u = tonumber(holds[i + 1]) or 0
   if u <= now then
     redis.call('HDEL', KEYS[3], holds[i])
-  elseif #out < 5 + 2 * 1000 then
+  elseif #out < 7 + 2 * 1000 then
     table.insert(out, holds[i])
     table.insert(out, u - now)
     last = math.max(last, u)
@@ -121,10 +123,10 @@ func (f *Fleet) call(ctx context.Context, c counts, holds []hold, sent time.Time
 // from received: the answer left Redis before that, so a hold ends no
 // earlier here than there.
 func parseAnswer(res []any, received time.Time) (figure, []hold, error) {
-	if len(res) < 5 || len(res)%2 == 0 {
+	if len(res) < 7 || len(res)%2 == 0 {
 		return figure{}, nil, &badAnswer{fmt.Sprintf("%d values", len(res))}
 	}
-	var n [5]int64
+	var n [7]int64
 	for i := range n {
 		v, err := integer(res[i])
 		if err != nil {
@@ -132,13 +134,13 @@ func parseAnswer(res []any, received time.Time) (figure, []hold, error) {
 		}
 		n[i] = v
 	}
-	fig := figure{stock: n[0], recent: n[1], active: n[2], successes: n[3], timeouts: n[4]}
+	fig := figure{stock: n[0], recent: n[1], active: n[2], successes: n[3], timeouts: n[4], lately: [2]int64{n[5], n[6]}}
 	if fig.active < 1 || fig.active > maxActive || !within(fig.stock, maxCredit) || !within(fig.recent, maxCredit) ||
-		fig.successes < 0 || fig.successes > maxCount || fig.timeouts < 0 || fig.timeouts > maxCount {
+		!count(fig.successes) || !count(fig.timeouts) || !count(fig.lately[0]) || !count(fig.lately[1]) {
 		return figure{}, nil, &badAnswer{fmt.Sprintf("figures out of bounds: %+v", fig)}
 	}
 	var held []hold
-	for i := 5; i+1 < len(res); i += 2 {
+	for i := 7; i+1 < len(res); i += 2 {
 		scope, ok := res[i].(string)
 		left, err := integer(res[i+1])
 		if !ok || err != nil || left < 0 || left > int64(time.Hour/time.Millisecond) {
@@ -163,6 +165,9 @@ func integer(v any) (int64, error) {
 	}
 	return 0, &badAnswer{fmt.Sprintf("%T", v)}
 }
+
+// count reports whether v may be a count of a fleet's requests in a second.
+func count(v int64) bool { return 0 <= v && v <= maxCount }
 
 // within reports whether v is between -limit and limit.
 func within(v, limit int64) bool { return -limit <= v && v <= limit }
