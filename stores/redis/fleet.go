@@ -81,9 +81,9 @@ const (
 // needed no retry earns Ratio of a retry; the stock is capped at Burst per
 // process plus what the fleet's last second earned; retries of an
 // operation that ended in success are paid back. A retry after an attempt
-// that timed out is paid from the stock while the fleet's timeouts of its
-// last second are at most Ratio of its successes (WithdrawAfterTimeout):
-// the fleet, unlike one process, can tell a stall from a brown-out.
+// that timed out is paid from the stock too, while the fleet's timeouts
+// are rare (WithdrawAfterTimeout): a fleet, unlike one process, can tell a
+// stall from a brown-out.
 type Fleet struct {
 	c        goredis.UniversalClient
 	name     string
@@ -299,13 +299,19 @@ func (f *Fleet) Withdraw() bool {
 }
 
 // WithdrawAfterTimeout pays for the retry of an attempt that timed out,
-// from the stock as any retry, while the fleet's timeouts are rare: in its
-// last second, at most 2 plus Ratio of its successes, counting this one and
-// this process's since its last exchange; and this process's own since
-// in its last 200 ms at most 1 plus Ratio of its successes in them. A brown-out makes
-// timeouts common at once, and the fleet stops retrying them within an
-// exchange or two (a busy process at once: its own count says so); a
-// healthy fleet retries a stall of any of its processes, however small.
+// from the stock as any retry, while timeouts are rare:
+//
+//   - in the fleet's last second, and in its last 200 ms, at most 2 plus
+//     Ratio of its successes (this process's counts since its last
+//     exchange included);
+//   - in this process's own last 200 ms, at most 1 plus Ratio of its
+//     successes.
+//
+// A healthy fleet thus retries a stall of any of its processes, however
+// small; a brown-out makes timeouts common at once, and the fleet stops
+// retrying them as soon as it hears of them (a busy process at once, from
+// its own counts). A timeout is told to Redis at once, not at the next
+// interval.
 func (f *Fleet) WithdrawAfterTimeout() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
