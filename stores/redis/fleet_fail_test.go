@@ -454,3 +454,28 @@ func TestFleetCloseLeavesNoGoroutine(t *testing.T) {
 	f.Close() // twice is fine
 	c.Close()
 }
+
+// A Fleet used after Close (a client that outlives it) decides alone once
+// its figures are old, holds what it held, and never blocks or panics.
+func TestFleetUsedAfterClose(t *testing.T) {
+	srv := startRedis(t)
+	c := goredis.NewClient(&goredis.Options{Addr: srv.addr()})
+	defer c.Close()
+	f := newTestFleet(t, c, FleetConfig{Name: "orders", Interval: 10 * time.Millisecond})
+	f.exchange()
+	f.Close()
+	req, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
+	f.Hold(req, "x", time.Now().Add(time.Minute))
+	if f.HeldUntil(req, "x").IsZero() {
+		t.Error("a closed Fleet forgot its own hold")
+	}
+	for f.Shared() {
+		time.Sleep(time.Millisecond) // until the figures are two intervals old: polling, not a verdict
+	}
+	local, _ := policy.NewEarnedBudget(0.2, 2)
+	f.Deposit()
+	local.Deposit()
+	if n, want := drain(f), drain2(local); n != want {
+		t.Errorf("closed, the fleet budget paid %d retries, a local one %d", n, want)
+	}
+}
