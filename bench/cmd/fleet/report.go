@@ -174,8 +174,15 @@ func judge(r *row, baseline *row) {
 		r.Target = fmt.Sprintf("leaks < %d", r.P)
 		r.Pass = ptr(r.QuotaLeaks != nil && *r.QuotaLeaks < r.P)
 	case strings.HasPrefix(r.Cell, "kill") && !strings.HasSuffix(r.Cell, "-baseline") && baseline != nil:
-		r.Target = fmt.Sprintf("failed ≤ %d (the run without the kill)", baseline.Failed)
-		r.Pass = ptr(r.Failed <= baseline.Failed)
+		// Under a trigger, runs alike differ by a few dozen failures (the
+		// overload cells' local rows: 403 to 429 of 7 200); without one, a
+		// failure is the kill's.
+		slack := 0
+		if baseline.RecoveredMs != nil {
+			slack = r.Ops / 100
+		}
+		r.Target = fmt.Sprintf("failed ≤ %d (the run without the kill, + %d)", baseline.Failed+slack, slack)
+		r.Pass = ptr(r.Failed <= baseline.Failed+slack)
 	}
 }
 
