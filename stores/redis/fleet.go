@@ -118,7 +118,7 @@ type Fleet struct {
 	nholds   atomic.Int64 // entries in holds: 0 skips the lookup
 	newHolds []hold       // to send; guarded by mu
 
-	now    func() time.Time // the process's clock: time.Now (a test's may disagree with another's)
+	now    func() time.Time // the process's clock (clock)
 	start  time.Time
 	nudge  chan struct{}
 	stop   chan struct{}
@@ -226,11 +226,15 @@ func NewFleet(c goredis.UniversalClient, cfg FleetConfig) (*Fleet, error) {
 		c: c, name: cfg.Name, keys: []string{tag + "b", tag + "c", tag + "h"}, id: storekit.Token(),
 		interval: cfg.Interval, timeout: min(cfg.Interval, 500*time.Millisecond), ratio: cfg.Ratio, earn: int64(cfg.Ratio * unit), burst: int64(cfg.Burst) * unit,
 		scope: cfg.Scope, observer: cfg.Observer, local: local,
-		now: time.Now, start: time.Now(), nudge: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		now: clock, start: time.Now(), nudge: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go f.run()
 	return f, nil
 }
+
+// clock is the clock NewFleet's Fleets read: time.Now, but in a test of
+// processes whose clocks disagree.
+var clock = time.Now
 
 // validFleetName reports a name NewFleet does not accept.
 func validFleetName(name string) error {

@@ -283,10 +283,11 @@ func TestFleetConfigErrors(t *testing.T) {
 func TestFleetHoldAcrossClocksThatDisagree(t *testing.T) {
 	c := testClient(t)
 	name := fleetName(t, c)
+	defer func() { clock = time.Now }()
+	clock = func() time.Time { return time.Now().Add(5 * time.Minute) }
 	ahead := newTestFleet(t, c, FleetConfig{Name: name})
+	clock = func() time.Time { return time.Now().Add(-5 * time.Minute) }
 	behind := newTestFleet(t, c, FleetConfig{Name: name})
-	ahead.now = func() time.Time { return time.Now().Add(5 * time.Minute) }
-	behind.now = func() time.Time { return time.Now().Add(-5 * time.Minute) }
 	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/", nil)
 
 	ahead.Hold(req, "api.example.com", ahead.now().Add(10*time.Second))
