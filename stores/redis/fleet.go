@@ -33,7 +33,8 @@ type FleetConfig struct {
 	// Ratio and Burst are the budget's, as policy.NewEarnedBudget's: 0
 	// means Default's (0.2 and 2). Burst is per Fleet value (one a process,
 	// usually): a fleet of N holds at most Burst·N retries plus Ratio of
-	// the fleet's last second's successes.
+	// the fleet's last second's successes. Give every process of a fleet
+	// the same two: each exchange applies its own process's.
 	Ratio float64
 	Burst int
 	// Scope names what a request's hold holds, when a fleet shares a rate
