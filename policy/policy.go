@@ -119,9 +119,9 @@ type RetryAfter struct {
 }
 
 // Pacer shares pacing holds (RetryAfter.Pace) beyond one client. The retry
-// layer calls it on every attempt when set, so its methods must be safe for
-// concurrent use, must not block (no network call: exchange holds in the
-// background) and should not allocate.
+// layer calls HeldUntil on every attempt when set, so its methods must be
+// safe for concurrent use, must not block (no network call: exchange holds
+// in the background) and should be cheap.
 type Pacer interface {
 	// Hold records that the host of req (host, as net/http dials it:
 	// "api.example.com", or "127.0.0.1:8080") asked for no requests until

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,8 +31,9 @@ type FleetConfig struct {
 	// Redis: 0 means 100 ms; at least 10 ms, at most 10 s. A hold is sent
 	// at once, without waiting for the interval.
 	Interval time.Duration
-	// Ratio and Burst are the budget's, as policy.NewEarnedBudget's: 0
-	// means Default's (0.2 and 2). Burst is per Fleet value (one a process,
+	// Ratio and Burst are the budget's, as policy.NewEarnedBudget's (Ratio
+	// from 1e-6 to 1, Burst from 1 to 1000): 0 means Default's (0.2 and
+	// 2). Burst is per Fleet value (one a process,
 	// usually): a fleet of N holds at most Burst·N retries plus Ratio of
 	// the fleet's last second's successes. Give every process of a fleet
 	// the same two: each exchange applies its own process's.
@@ -42,7 +44,9 @@ type FleetConfig struct {
 	// the requests for which Scope returns one string wait for each other's
 	// holds, whatever their host. "" (or a nil Scope): the host. Redis
 	// stores a SHA-256 of what Scope returns, never the string itself, but
-	// return an account name or a hash rather than a secret.
+	// return an account name or a hash rather than a secret. The engine's
+	// own pacing (policy.RetryAfter.Pace) still holds the answering host
+	// in the process that was answered.
 	Scope func(*http.Request) string
 	// Observer is told when the fleet stops sharing (event
 	// retrystack.fleet.fallback: Redis failed, each process now decides
@@ -104,8 +108,8 @@ type Fleet struct {
 	// last exchange began: on the success path, so an atomic.
 	earned atomic.Int64
 
-	exchanging sync.Mutex // one exchange at a time
-	joined     bool       // an exchange reached the script; guarded by exchanging
+	exchanging  sync.Mutex // one exchange at a time
+	transitions sync.Mutex // a change of state and its event, one at a time: the Observer hears them in order
 
 	mu       sync.Mutex
 	fig      figure // the fleet's, at the last exchange
@@ -178,19 +182,23 @@ const (
 
 // The bounds of a Fleet's figures: an answer beyond them is not believed.
 const (
-	maxActive = 1_000_000        // processes in one fleet
-	maxCredit = 1_000_000 * unit // a million retries
-	maxCount  = 1_000_000_000    // requests in a second
-
-	// timeoutFloor is how many timeouts a second a fleet retries whatever
-	// its successes: a fleet of 20 processes of a request a second meets
-	// its stalls one by one, and a few more than Ratio of its successes
-	// in some seconds; two a second are nothing to a fleet of 1 000.
-	timeoutFloor  = 2
-	maxHoldsSent  = 1000            // holds in one answer
-	activeWindow  = 3 * time.Second // a process that has not exchanged for this long has left
-	maxScopeBytes = 256             // a host longer than this is hashed too
+	maxActive = 1_000_000            // processes in one fleet
+	maxCredit = 1_000_000_000 * unit // a billion retries: Burst 1 000 for each of maxActive processes
+	maxCount  = 1_000_000_000        // requests in a second
 )
+
+// The bounds of what a Fleet holds and sends.
+const (
+	maxHoldsSent  = 1000   // holds sent in one exchange, and read from one answer
+	maxHolds      = 10_000 // scopes a process holds at once, as the engine's own pacing
+	maxScopeBytes = 256    // a host longer than this is hashed too
+)
+
+// timeoutFloor is how many timeouts a second a fleet retries whatever its
+// successes: a fleet of 20 processes of a request a second meets its
+// stalls one by one, and a few more than Ratio of its successes in some
+// seconds; two a second are nothing to a fleet of 1 000.
+const timeoutFloor = 2
 
 // NewFleet starts the exchange of a Fleet on c; Close stops it. The
 // fleet's keys expire a minute after its last process stopped. A
@@ -227,7 +235,8 @@ func NewFleet(c goredis.UniversalClient, cfg FleetConfig) (*Fleet, error) {
 		c: c, name: cfg.Name, keys: []string{tag + "b", tag + "c", tag + "h"}, id: storekit.Token(),
 		interval: cfg.Interval, timeout: min(cfg.Interval, 500*time.Millisecond), ratio: cfg.Ratio, earn: int64(cfg.Ratio * unit), burst: int64(cfg.Burst) * unit,
 		scope: cfg.Scope, observer: cfg.Observer, local: local,
-		now: clock, start: time.Now(), nudge: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		liveTill: int64(2 * cfg.Interval), // starting: the first exchange has two intervals
+		now:      clock, start: time.Now(), nudge: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go f.run()
 	return f, nil
@@ -261,9 +270,9 @@ func (f *Fleet) Close() error {
 	return nil
 }
 
-// Shared reports whether the Fleet's last exchange with Redis succeeded
+// Sharing reports whether the Fleet's last exchange with Redis succeeded
 // recently enough for it to decide from the fleet's figures.
-func (f *Fleet) Shared() bool {
+func (f *Fleet) Sharing() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.live(f.since())
@@ -278,7 +287,9 @@ func (f *Fleet) live(now int64) bool { return f.state == sharing && now < f.live
 // Deposit records a request that needed no retry.
 func (f *Fleet) Deposit() { f.DepositAt(time.Time{}) }
 
-// DepositAt is Deposit when the caller has just read the clock.
+// DepositAt is Deposit when the caller has just read the clock (now, with
+// a monotonic reading, as time.Now's; the zero Time reads the clock), as
+// policy.NewEarnedBudget's.
 func (f *Fleet) DepositAt(now time.Time) {
 	f.earned.Add(f.earn)
 	f.local.(interface{ DepositAt(time.Time) }).DepositAt(now) // kept fed: a fallback starts where a local budget would be
@@ -316,7 +327,8 @@ func (f *Fleet) Withdraw() bool {
 // small; a brown-out makes timeouts common at once, and the fleet stops
 // retrying them as soon as it hears of them (a busy process at once, from
 // its own counts). A timeout is told to Redis at once, not at the next
-// interval.
+// interval. A retry paid here is not paid back when the operation
+// succeeds: the engine refunds only what Withdraw paid.
 func (f *Fleet) WithdrawAfterTimeout() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -337,10 +349,14 @@ func (f *Fleet) WithdrawAfterTimeout() bool {
 		float64(ownTimeouts) > 1+f.ratio*float64(ownSuccesses) {
 		return false
 	}
-	if _, avail := f.credit(); avail < unit {
+	recent, avail := f.credit()
+	if avail < unit {
 		return false
 	}
 	f.pending.spent += unit
+	if recent >= unit {
+		f.pending.charged += unit // as Withdraw
+	}
 	return true
 }
 
@@ -369,7 +385,7 @@ func (f *Fleet) Retries() int {
 
 func (f *Fleet) String() string {
 	how := "alone"
-	if f.Shared() {
+	if f.Sharing() {
 		how = "shared"
 	}
 	return fmt.Sprintf("fleet budget(%s, %s, %d retries left)", f.name, how, f.Retries())
@@ -384,7 +400,12 @@ func (f *Fleet) credit() (recent, avail int64) {
 	charged := f.pending.charged + f.inflight.charged
 	recent = f.fig.recent + earned - charged
 	limit := f.burst*f.fig.active + max(recent, 0)
-	return recent, min(f.fig.stock+earned+refunded-spent, limit)
+	// Every process reads the same figure: between two exchanges each
+	// spends at most its share of the fleet's stock, and what it earned
+	// since, so that the fleet spends no more than its stock and its
+	// processes' floors, however many they are.
+	share := max(f.burst, f.fig.stock/f.fig.active)
+	return recent, min(f.fig.stock+earned+refunded-spent, limit, share+earned+refunded-spent)
 }
 
 // Hold tells the fleet that req's host (or Scope) asked for no requests
@@ -423,7 +444,11 @@ func (f *Fleet) HeldUntil(req *http.Request, host string) time.Time {
 	return v.(time.Time)
 }
 
-// scopeOf names the hold of req, to host, as the fleet stores it.
+// scopeOf names the hold of req, to host, in this process: the host
+// itself (no copy: HeldUntil runs on every attempt), "host#" and a digest
+// of a host too long for a key, or "scope:" and a digest of what Scope
+// returned. No host is spelt "scope:…" or "host#…" (a port is a number, a
+// '#' ends a URL's host).
 func (f *Fleet) scopeOf(req *http.Request, host string) string {
 	if f.scope != nil {
 		if s := f.scope(req); s != "" {
@@ -433,8 +458,19 @@ func (f *Fleet) scopeOf(req *http.Request, host string) string {
 	if len(host) > maxScopeBytes {
 		return "host#" + digest(host)
 	}
-	return "host:" + host
+	return host
 }
+
+// field is the holds hash's field of a scope of scopeOf's; unfield the
+// scope of a field.
+func field(scope string) string {
+	if strings.HasPrefix(scope, "scope:") || strings.HasPrefix(scope, "host#") {
+		return scope
+	}
+	return "host:" + scope
+}
+
+func unfield(f string) string { return strings.TrimPrefix(f, "host:") }
 
 // digest is a short SHA-256 of s, in hex.
 func digest(s string) string {
@@ -443,13 +479,19 @@ func digest(s string) string {
 }
 
 // holdLocally records that scope is held until until, unless it is
-// already held longer.
+// already held longer. Past maxHolds scopes, a new one is not recorded.
 func (f *Fleet) holdLocally(scope string, until time.Time) {
 	for {
-		old, loaded := f.holds.LoadOrStore(scope, until)
+		old, loaded := f.holds.Load(scope)
 		if !loaded {
-			f.nholds.Add(1)
-			return
+			if f.nholds.Load() >= maxHolds {
+				return
+			}
+			if _, loaded = f.holds.LoadOrStore(scope, until); !loaded {
+				f.nholds.Add(1)
+				return
+			}
+			continue
 		}
 		if !until.After(old.(time.Time)) || f.holds.CompareAndSwap(scope, old, until) {
 			return
@@ -467,19 +509,28 @@ func (f *Fleet) forgetHolds(now time.Time) {
 	})
 }
 
-// run exchanges with Redis every interval, and at once after a hold, until
-// Close; one exchange at a time. An exchange that takes longer than its
-// timeout (a client that does not honour its context: go-redis's
+// run exchanges with Redis every interval until Close, one exchange at a
+// time; after a hold or a timeout (a nudge) sooner, but at most once a
+// quarter interval: a brown-out's stream of timeouts is four exchanges an
+// interval, not one each. An exchange that takes longer than its timeout
+// (a client that does not honour its context: go-redis's
 // ContextTimeoutEnabled is off by default) does not keep the process on
-// stale figures: at each tick meanwhile it falls back.
+// stale figures: at each tick meanwhile it falls back once they are two
+// intervals old.
 func (f *Fleet) run() {
 	defer close(f.done)
-	t := time.NewTicker(f.interval)
+	quarter := f.interval / 4
+	t := time.NewTicker(quarter)
 	defer t.Stop()
 	ended := make(chan struct{}, 1)
-	busy, again := false, false // again: nudged while busy
+	var (
+		busy    bool
+		wanted  bool // nudged since the last exchange began
+		ticks   int  // quarters since the last exchange began
+		started time.Time
+	)
 	start := func() {
-		busy, again = true, false
+		busy, wanted, ticks, started = true, false, 0, time.Now()
 		go func() { f.exchange(); ended <- struct{}{} }()
 	}
 	start()
@@ -492,31 +543,34 @@ func (f *Fleet) run() {
 			return
 		case <-ended:
 			busy = false
-			if again {
+			if wanted && time.Since(started) >= quarter {
 				start()
 			}
 		case <-t.C:
-			if busy {
+			ticks++
+			switch {
+			case busy:
 				f.fallBackIfStale()
-				continue
+			case wanted || ticks >= 4:
+				start()
 			}
-			start()
 		case <-f.nudge:
-			if busy {
-				again = true
-				continue
+			wanted = true
+			if !busy && time.Since(started) >= quarter {
+				start()
 			}
-			start()
 		}
 	}
 }
 
 // fallBackIfStale makes the process decide alone, and says so, once its
-// figures are too old to use (or, starting, when its first exchange takes
-// longer than two intervals).
+// figures are two intervals old (or, starting, once its first exchange
+// has taken two intervals).
 func (f *Fleet) fallBackIfStale() {
+	f.transitions.Lock()
+	defer f.transitions.Unlock()
 	f.mu.Lock()
-	stale := f.state != alone && !f.live(f.since())
+	stale := f.state != alone && f.since() >= f.liveTill
 	if stale {
 		f.state = alone
 	}
@@ -547,6 +601,8 @@ func (f *Fleet) exchange() {
 	sentAt := f.now()
 	fig, held, err := f.call(ctx, batch, holds, sentAt)
 
+	f.transitions.Lock()
+	defer f.transitions.Unlock()
 	f.mu.Lock()
 	now := f.since()
 	f.sent = append(f.sent, sent{at: now, successes: batch.earned / f.earn, timeouts: batch.timeouts})

@@ -121,7 +121,7 @@ func TestFleetFallsBackAndRecovers(t *testing.T) {
 	defer c.Close()
 	var seen events
 	f := newTestFleet(t, c, FleetConfig{Name: "orders", Observer: &seen})
-	if !f.Shared() {
+	if !f.Sharing() {
 		t.Fatal("not shared after an exchange with a running Redis")
 	}
 	local, _ := policy.NewEarnedBudget(0.2, 2)
@@ -134,7 +134,7 @@ func TestFleetFallsBackAndRecovers(t *testing.T) {
 	srv.kill()
 	f.exchange()
 	f.exchange()
-	if f.Shared() {
+	if f.Sharing() {
 		t.Fatal("shared after an exchange with a killed Redis")
 	}
 	if got := f.Retries(); got != local.(interface{ Retries() int }).Retries() {
@@ -153,7 +153,7 @@ func TestFleetFallsBackAndRecovers(t *testing.T) {
 
 	srv.start()
 	f.exchange()
-	if !f.Shared() {
+	if !f.Sharing() {
 		t.Fatal("not shared after an exchange with the restarted Redis")
 	}
 	if got := seen.got(); len(got) != 2 || got[1] != EventShared {
@@ -289,7 +289,7 @@ func TestFleetBadAnswers(t *testing.T) {
 			var seen events
 			f := newTestFleet(t, c, FleetConfig{Name: "orders", Observer: &seen})
 			f.exchange()
-			if f.Shared() {
+			if f.Sharing() {
 				t.Fatal("shared after a bad answer")
 			}
 			local, _ := policy.NewEarnedBudget(0.2, 2)
@@ -339,7 +339,7 @@ func TestFleetNoRequestWaitsOnRedis(t *testing.T) {
 	if got := f.HeldUntil(req, "x"); got.IsZero() {
 		t.Error("a process's own hold waits for Redis")
 	}
-	if !f.Withdraw() || f.Shared() {
+	if !f.Withdraw() || f.Sharing() {
 		t.Error("before any exchange ended, the local budget did not pay a retry")
 	}
 	if f.exchanging.TryLock() {
@@ -367,7 +367,7 @@ func TestFleetFallsBackWhileAnExchangeHangs(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-fake.scripts
-	for !f.Shared() {
+	for !f.Sharing() {
 		<-fake.scripts // the next exchanges, until one has ended
 	}
 	fake.mu2.Lock()
@@ -376,7 +376,7 @@ func TestFleetFallsBackWhileAnExchangeHangs(t *testing.T) {
 	if name := <-seen.told; name != EventFallback {
 		t.Fatalf("event %s, want %s", name, EventFallback)
 	}
-	if f.Shared() {
+	if f.Sharing() {
 		t.Error("shared after the fallback")
 	}
 	if f.exchanging.TryLock() {
@@ -403,12 +403,12 @@ func TestFleetWrongTypeKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.exchange()
-	if f.Shared() {
+	if f.Sharing() {
 		t.Fatal("shared with a budget key of the wrong type")
 	}
 	c.Del(context.Background(), f.keys[0])
 	f.exchange()
-	if !f.Shared() {
+	if !f.Sharing() {
 		t.Fatal("not shared once the key was deleted")
 	}
 	if got := seen.got(); len(got) != 2 || got[0] != EventFallback || got[1] != EventShared {
@@ -430,7 +430,7 @@ func TestFleetHugeCreditInRedis(t *testing.T) {
 	for _, v := range []string{"100000000000000000000", "1e300", "9223372036854775807"} {
 		c.HSet(context.Background(), f.keys[0], "e:"+strconv.FormatInt(bucket, 10), v)
 		f.exchange()
-		if f.Shared() {
+		if f.Sharing() {
 			t.Errorf("shared with a last second's credit of %s", v)
 		}
 		if n := drain(f); n > 2 {
@@ -469,7 +469,7 @@ func TestFleetUsedAfterClose(t *testing.T) {
 	if f.HeldUntil(req, "x").IsZero() {
 		t.Error("a closed Fleet forgot its own hold")
 	}
-	for f.Shared() {
+	for f.Sharing() {
 		time.Sleep(time.Millisecond) // until the figures are two intervals old: polling, not a verdict
 	}
 	local, _ := policy.NewEarnedBudget(0.2, 2)

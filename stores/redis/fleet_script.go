@@ -19,10 +19,12 @@ import (
 // bucket of the last second), the processes' sorted set (score: when each
 // last exchanged, ms), the holds hash (scope → until, Redis's ms). ARGV:
 // the process's id, its earned, refunded, spent and charged credit
-// (millionths of a retry), the stock's cap per process, 1 when the process
-// joins (its first exchange: it brings a process's cap to the stock, as a
-// new local budget starts full), its successes and timeouts (counts), then
-// pairs of a scope and how long its hold lasts (ms).
+// (millionths of a retry), the stock's cap per process, its successes and
+// timeouts (counts), then pairs of a scope and how long its hold lasts
+// (ms). A process that joins (new in the sorted set: its first exchange,
+// one after 3 s away, or any after Redis restarted empty) brings a
+// process's cap to the stock, as a new local budget starts full. The
+// holds hash keeps at most 10 000 scopes: a new one beyond is not kept.
 //
 // It returns the stock, the last second's credit, the processes, the last
 // second's successes and timeouts, those of its last two buckets (100 to
@@ -34,13 +36,13 @@ local bucket = math.floor(now / 100)
 local earned, refunded, spent, charged = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local burst = tonumber(ARGV[6])
 
-redis.call('ZADD', KEYS[2], now, ARGV[1])
+local joins = redis.call('ZADD', KEYS[2], now, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - 3000)
 local active = redis.call('ZCARD', KEYS[2])
 
 if earned > 0 then redis.call('HINCRBY', KEYS[1], 'e:' .. bucket, earned) end
 if charged > 0 then redis.call('HINCRBY', KEYS[1], 'c:' .. bucket, charged) end
-local successes, timeouts = tonumber(ARGV[8]), tonumber(ARGV[9])
+local successes, timeouts = tonumber(ARGV[7]), tonumber(ARGV[8])
 if successes > 0 then redis.call('HINCRBY', KEYS[1], 'n:' .. bucket, successes) end
 if timeouts > 0 then redis.call('HINCRBY', KEYS[1], 't:' .. bucket, timeouts) end
 local recent, stock, succ, tout, succ2, tout2 = 0, nil, 0, 0, 0, 0
@@ -68,17 +70,21 @@ for i = 1, #fields, 2 do
 end
 local cap = burst * active + math.max(recent, 0)
 if stock == nil then stock = cap end -- a new fleet, or a Redis restarted empty: full, as a new local budget
-if ARGV[7] == '1' then refunded = refunded + burst end
+if joins == 1 then refunded = refunded + burst end
 stock = math.min(stock + earned + refunded - spent, cap)
 stock = math.max(stock, -cap)
 redis.call('HSET', KEYS[1], 'stock', string.format('%d', stock))
 redis.call('PEXPIRE', KEYS[1], 60000)
 redis.call('PEXPIRE', KEYS[2], 60000)
 
-for i = 10, #ARGV, 2 do
+local held = redis.call('HLEN', KEYS[3])
+for i = 9, #ARGV, 2 do
   local untilms = now + math.min(math.max(tonumber(ARGV[i + 1]) or 0, 0), 3600000)
-  local old = tonumber(redis.call('HGET', KEYS[3], ARGV[i]) or '0') or 0
-  if untilms > old then redis.call('HSET', KEYS[3], ARGV[i], string.format('%d', untilms)) end
+  local old = redis.call('HGET', KEYS[3], ARGV[i])
+  if old or held < 10000 then
+    if untilms > (tonumber(old or '0') or 0) then redis.call('HSET', KEYS[3], ARGV[i], string.format('%d', untilms)) end
+    if not old then held = held + 1 end
+  end
 end
 local out = {string.format('%d', stock), string.format('%d', recent), active, string.format('%d', succ), string.format('%d', tout), string.format('%d', succ2), string.format('%d', tout2)}
 local holds = redis.call('HGETALL', KEYS[3])
@@ -101,20 +107,15 @@ return out
 // the call: Redis's until is no earlier) out, the fleet's
 // figure and the holds it knows of in.
 func (f *Fleet) call(ctx context.Context, c counts, holds []hold, sent time.Time) (figure, []hold, error) {
-	args := make([]any, 0, 9+2*len(holds))
-	joins := 0
-	if !f.joined {
-		joins = 1
-	}
-	args = append(args, f.id, c.earned, c.refunded, c.spent, c.charged, f.burst, joins, c.earned/f.earn, c.timeouts)
+	args := make([]any, 0, 8+2*len(holds))
+	args = append(args, f.id, c.earned, c.refunded, c.spent, c.charged, f.burst, c.earned/f.earn, c.timeouts)
 	for _, h := range holds {
-		args = append(args, h.scope, max((h.until.Sub(sent)+time.Millisecond-1).Milliseconds(), 0)) // rounded up: a hold never shrinks
+		args = append(args, field(h.scope), max((h.until.Sub(sent)+time.Millisecond-1).Milliseconds(), 0)) // rounded up: a hold never shrinks
 	}
 	res, err := exchangeScript.Run(ctx, f.c, f.keys, args...).Slice()
 	if err != nil {
 		return figure{}, nil, fmt.Errorf("redis fleet %s: %w", f.name, err)
 	}
-	f.joined = true
 	return parseAnswer(res, f.now())
 }
 
@@ -146,7 +147,7 @@ func parseAnswer(res []any, received time.Time) (figure, []hold, error) {
 		if !ok || err != nil || left < 0 || left > int64(time.Hour/time.Millisecond) {
 			return figure{}, nil, &badAnswer{fmt.Sprintf("hold %v: %v", res[i], res[i+1])}
 		}
-		held = append(held, hold{scope, received.Add(time.Duration(left+1) * time.Millisecond)}) // Redis's clock reads whole ms
+		held = append(held, hold{unfield(scope), received.Add(time.Duration(left+1) * time.Millisecond)}) // Redis's clock reads whole ms
 	}
 	return fig, held, nil
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,11 +71,15 @@ func TestFleetSuccessesPayForAnotherProcesssRetries(t *testing.T) {
 	small := newTestFleet(t, c, FleetConfig{Name: name})
 
 	// Two idle processes: the fleet's stock is what each brought as it
-	// joined (Burst, 2), and nothing refills it with time.
-	if n := drain(small); n != 4 {
+	// joined (Burst, 2), and nothing refills it with time. Between two
+	// exchanges a process spends its share (2), then the rest.
+	first := drain(small)
+	if first != 2 {
+		t.Fatalf("a process of a fleet of 2 idle ones paid %d retries before its next exchange, want its share, 2", first)
+	}
+	if n := first + drainExchanging(small); n != 4 {
 		t.Fatalf("a fleet of 2 idle processes paid %d retries, want 4 (2 each)", n)
 	}
-	small.exchange()
 	busy.exchange()
 	if busy.Withdraw() {
 		t.Fatal("the other process paid a retry from a stock the first had spent")
@@ -89,14 +94,26 @@ func TestFleetSuccessesPayForAnotherProcesssRetries(t *testing.T) {
 		t.Fatal("a process paid a retry with credit it had not heard of")
 	}
 	busy.exchange()
-	small.exchange()
-	if n := drain(small); n != 20 {
+	if n := drainExchanging(small); n != 20 {
 		t.Errorf("after the busy process's 100 successes the small one paid %d retries, want 20", n)
 	}
-	small.exchange()
 	busy.exchange()
 	if busy.Withdraw() {
 		t.Error("the busy process paid a retry from a stock the small one had spent")
+	}
+}
+
+// drainExchanging withdraws from f, exchanging whenever it refuses, until
+// it refuses right after an exchange, and counts.
+func drainExchanging(f *Fleet) int {
+	n := 0
+	for {
+		f.exchange()
+		got := drain(f)
+		if got == 0 {
+			return n
+		}
+		n += got
 	}
 }
 
@@ -331,5 +348,34 @@ func TestFleetOddScopes(t *testing.T) {
 	}
 	if len(fields) != 4 {
 		t.Errorf("Redis holds %d scopes, want 4 (3 odd ones, and the long host's)", len(fields))
+	}
+}
+
+// A fleet whose processes hold ever more scopes (a Scope per tenant) keeps
+// at most 10 000 in Redis, and a process at most 10 000 in memory.
+func TestFleetHoldsAreBounded(t *testing.T) {
+	c := testClient(t)
+	f := newTestFleet(t, c, FleetConfig{Name: fleetName(t, c)})
+	until := time.Now().Add(time.Minute)
+	req, _ := http.NewRequest(http.MethodGet, "https://example.com/", nil)
+	for i := range maxHolds + 500 {
+		f.Hold(req, "h"+strconv.Itoa(i)+".example.com", until)
+		if i%maxHoldsSent == maxHoldsSent-1 {
+			f.exchange() // an exchange sends at most maxHoldsSent
+		}
+	}
+	f.exchange()
+	n, err := c.HLen(context.Background(), f.keys[2]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != maxHolds {
+		t.Errorf("Redis holds %d scopes, want %d", n, maxHolds)
+	}
+	if got := f.nholds.Load(); got != maxHolds {
+		t.Errorf("the process holds %d scopes, want %d", got, maxHolds)
+	}
+	if !f.Sharing() {
+		t.Error("a full holds hash stopped the fleet sharing")
 	}
 }

@@ -154,7 +154,7 @@ func runClients(c clientConfig) error {
 		}
 		defer fleet.Close()
 		// Ready once the fleet shares: the first exchange is under way.
-		for deadline := time.Now().Add(5 * time.Second); !fleet.Shared(); time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(5 * time.Second); !fleet.Sharing(); time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				return errors.New("the Fleet did not share within 5 s of its start")
 			}
@@ -187,7 +187,7 @@ func runClients(c clientConfig) error {
 	index, ok := run(c, clients, time.Unix(0, g.Start))
 	res := message{Type: "result", Proc: c.proc, Index: index, OK: ok, Attempts: base.n.Load()}
 	if fleet != nil {
-		res.Shared = fleet.Shared()
+		res.Shared = fleet.Sharing()
 	}
 	o.send(res)
 	return nil
