@@ -102,7 +102,7 @@ type Fleet struct {
 	scope    func(*http.Request) string
 	observer middleware.Observer
 
-	local policy.Budget // NewEarnedBudget's: what a process decides alone
+	local earnedBudget // NewEarnedBudget's: what a process decides alone
 
 	// earned is credit that this process's successes earned since the
 	// last exchange began: on the success path, so an atomic.
@@ -129,6 +129,16 @@ type Fleet struct {
 	stop   chan struct{}
 	done   chan struct{}
 	closed sync.Once
+}
+
+// earnedBudget is what policy.NewEarnedBudget returns, with the optional
+// methods the engine uses.
+type earnedBudget interface {
+	policy.Budget
+	DepositAt(time.Time)
+	WithdrawAfterTimeout() bool
+	Refund()
+	Retries() int
 }
 
 // figure is the fleet's state as Redis last answered it, in millionths of
@@ -234,7 +244,7 @@ func NewFleet(c goredis.UniversalClient, cfg FleetConfig) (*Fleet, error) {
 	f := &Fleet{
 		c: c, name: cfg.Name, keys: []string{tag + "b", tag + "c", tag + "h"}, id: storekit.Token(),
 		interval: cfg.Interval, timeout: min(cfg.Interval, 500*time.Millisecond), ratio: cfg.Ratio, earn: int64(cfg.Ratio * unit), burst: int64(cfg.Burst) * unit,
-		scope: cfg.Scope, observer: cfg.Observer, local: local,
+		scope: cfg.Scope, observer: cfg.Observer, local: local.(earnedBudget),
 		liveTill: int64(2 * cfg.Interval), // starting: the first exchange has two intervals
 		now:      clock, start: time.Now(), nudge: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -292,7 +302,7 @@ func (f *Fleet) Deposit() { f.DepositAt(time.Time{}) }
 // policy.NewEarnedBudget's.
 func (f *Fleet) DepositAt(now time.Time) {
 	f.earned.Add(f.earn)
-	f.local.(interface{ DepositAt(time.Time) }).DepositAt(now) // kept fed: a fallback starts where a local budget would be
+	f.local.DepositAt(now) // kept fed: a fallback starts where a local budget would be
 }
 
 // Withdraw pays for a retry from the fleet's stock, or, when the fleet's
@@ -333,10 +343,11 @@ func (f *Fleet) WithdrawAfterTimeout() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.live(f.since()) {
-		return f.local.(interface{ WithdrawAfterTimeout() bool }).WithdrawAfterTimeout()
+		return f.local.WithdrawAfterTimeout()
 	}
 	f.pending.timeouts++
-	f.exchangeSoon()                                        // the fleet hears of a timeout at once: it may be a brown-out's first
+	// The fleet hears of a timeout at once: it may be a brown-out's first.
+	f.exchangeSoon()
 	newTimeouts := f.pending.timeouts + f.inflight.timeouts // not yet in fig
 	newSuccesses := (f.earned.Load() + f.inflight.earned) / f.earn
 	ownTimeouts, ownSuccesses := newTimeouts, newSuccesses
@@ -365,7 +376,7 @@ func (f *Fleet) Refund() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.live(f.since()) {
-		f.local.(interface{ Refund() }).Refund()
+		f.local.Refund()
 		return
 	}
 	f.pending.refunded += unit
@@ -377,7 +388,7 @@ func (f *Fleet) Retries() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.live(f.since()) {
-		return f.local.(interface{ Retries() int }).Retries()
+		return f.local.Retries()
 	}
 	_, avail := f.credit()
 	return int(max(avail, 0) / unit)
