@@ -57,21 +57,9 @@ func TestCrash(t *testing.T) {
 	}
 }
 
-func testClient(t *testing.T) *goredis.Client {
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		if os.Getenv("REDIS_REQUIRED") != "" {
-			t.Fatal("REDIS_REQUIRED is set but REDIS_ADDR is not")
-		}
-		t.Skip("set REDIS_ADDR to a redis-server (.ci/run starts one)")
-	}
-	c := goredis.NewClient(&goredis.Options{Addr: addr})
-	t.Cleanup(func() { c.Close() })
-	if err := c.Ping(context.Background()).Err(); err != nil {
-		t.Fatalf("redis-server at %s: %v", addr, err)
-	}
-	return c
-}
+// testClient is a client of the redis-server at REDIS_ADDR (see
+// fleet_test.go's).
+func testClient(t *testing.T) *goredis.Client { return redis.TestRedis(t) }
 
 // serveOrders is the child: an orders service that places an order (a
 // counter) and dies where CRASH_AT says on its first request.
