@@ -117,10 +117,10 @@ func drainExchanging(f *Fleet) int {
 	}
 }
 
-// drain withdraws from f until it refuses, and counts.
-func drain(f *Fleet) int {
+// drain withdraws from b until it refuses, and counts.
+func drain(b policy.Budget) int {
 	n := 0
-	for f.Withdraw() && n < 10_000 {
+	for b.Withdraw() && n < 10_000 {
 		n++
 	}
 	return n
